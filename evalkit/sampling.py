@@ -1,0 +1,192 @@
+"""Batched sampling with the Hugging Face backend, deterministic per sample.
+
+Each call takes a fixed chunk of problems: the prompts are left-padded and
+run through the model once (prefill), the key/value cache is repeated n
+times, and the n samples per problem decode together. Rows that finish are
+removed from the batch, so finished sequences stop costing compute.
+
+Determinism: sample j of problem i draws its uniforms from its own generator
+seeded by `sample_seed(seed, problem_id, j)` (a hash, so seeds never overlap
+across problems, unlike `seed + j` schemes), and tokens are drawn by inverse
+CDF from the exact (full-vocabulary) distribution. Float rounding still
+depends on what shares the batch, so callers must keep chunks fixed: the same
+chunk gives bitwise the same samples.
+
+Every sampling parameter is explicit: temperature, top_p and max_new_tokens
+come from the caller; top_k is never applied (the model's generation_config,
+which often sets `top_k=50`, is ignored). Temperature 0 means greedy.
+
+Entropy: per token `H_t = -sum_v p_t(v) log p_t(v)` in nats over the full
+vocabulary of softmax(logits / temperature), before top-p truncation (Cui et
+al. 2025; TRL and verl compute it the same way), averaged over the generated
+tokens of a sample, the stop token included. Greedy rows use temperature 1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["SamplingConfig", "Sample", "sample_seed", "render_prompt", "sample_chunk", "stop_token_ids"]
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    n: int = 16
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 256
+    seed: int = 0
+    record_entropy: bool = True
+
+    def effective(self) -> dict:
+        """The settings that shaped the samples, as recorded in summaries."""
+        return {
+            "n": self.n,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": 0,
+            "max_new_tokens": self.max_new_tokens,
+            "seed": self.seed,
+            "do_sample": self.temperature > 0,
+            "repetition_penalty": 1.0,
+            "entropy": "exact, full vocabulary, softmax(logits / temperature), nats",
+        }
+
+
+@dataclass(frozen=True)
+class Sample:
+    problem_index: int  # position of the problem in the chunk
+    sample_index: int
+    token_ids: tuple[int, ...]  # generated tokens, stop token excluded
+    num_tokens: int  # generated tokens, stop token included
+    finish_reason: str  # "stop" or "length"
+    mean_entropy: float | None
+    seed: int
+
+
+def sample_seed(seed: int, problem_id: str, sample_index: int) -> int:
+    """A 63-bit seed for one (run seed, problem, sample index), by hashing."""
+    key = f"{seed}\x1f{problem_id}\x1f{sample_index}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
+
+
+def render_prompt(tokenizer, user_text: str) -> str:
+    """The chat template when the tokenizer has one, else the bare text."""
+    if getattr(tokenizer, "chat_template", None):
+        messages = [{"role": "user", "content": user_text}]
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return user_text
+
+
+def stop_token_ids(model, tokenizer) -> list[int]:
+    ids = model.generation_config.eos_token_id
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tokenizer.eos_token_id is not None:
+        ids.append(tokenizer.eos_token_id)
+    return sorted(set(ids))
+
+
+def sample_chunk(
+    model,
+    tokenizer,
+    prompts: Sequence[str],
+    problem_ids: Sequence[str],
+    cfg: SamplingConfig,
+    *,
+    stop_ids: Sequence[int],
+    on_token: Callable[[int], None] | None = None,
+) -> list[Sample]:
+    """Draw cfg.n samples for each rendered prompt; see the module docstring."""
+    import torch
+
+    device = next(model.parameters()).device
+    n, steps = cfg.n, cfg.max_new_tokens
+    rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
+    seeds = [sample_seed(cfg.seed, problem_ids[i], j) for i, j in rows]
+    uniforms = torch.stack(
+        [torch.rand(steps, generator=torch.Generator().manual_seed(s), dtype=torch.float64) for s in seeds]
+    ).to(device)
+
+    enc = tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+    mask = enc["attention_mask"].to(device)
+    with torch.inference_mode():
+        out = model(
+            input_ids=enc["input_ids"].to(device),
+            attention_mask=mask,
+            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        cache = out.cache
+        cache.batch_repeat_interleave(n)
+        logits = out.logits[:, -1].repeat_interleave(n, dim=0)
+        mask = mask.repeat_interleave(n, dim=0)
+        positions = mask.sum(-1, keepdim=True)  # next position per row
+
+        live = torch.arange(len(rows), device=device)
+        tokens: list[list[int]] = [[] for _ in rows]
+        entropy_sum = torch.zeros(len(rows), dtype=torch.float64, device=device)
+        finish = ["length"] * len(rows)
+        stop = torch.tensor(sorted(stop_ids), device=device)
+        for t in range(steps):
+            next_tok, ent = _draw(logits.float(), uniforms[live, t], cfg, record=cfg.record_entropy)
+            if ent is not None:
+                entropy_sum[live] += ent.double()
+            for r, tok in zip(live.tolist(), next_tok.tolist(), strict=True):
+                tokens[r].append(tok)
+            done = torch.isin(next_tok, stop)
+            for r in live[done].tolist():
+                finish[r] = "stop"
+            if on_token is not None:
+                on_token(len(live))
+            keep = ~done
+            if t == steps - 1 or not keep.any():
+                break
+            if not keep.all():
+                cache.batch_select_indices(keep.nonzero().squeeze(-1))
+                live, mask, positions, next_tok = live[keep], mask[keep], positions[keep], next_tok[keep]
+            mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=-1)
+            out = model(
+                input_ids=next_tok[:, None],
+                attention_mask=mask,
+                position_ids=positions,
+                cache=cache,
+                use_cache=True,
+            )
+            positions = positions + 1
+            logits = out.logits[:, -1]
+
+    samples = []
+    for r, (i, j) in enumerate(rows):
+        ids = tokens[r]
+        num = len(ids)
+        if finish[r] == "stop":
+            ids = ids[:-1]
+        mean_h = float(entropy_sum[r] / num) if cfg.record_entropy and num else None
+        samples.append(Sample(i, j, tuple(ids), num, finish[r], mean_h, seeds[r]))
+    return samples
+
+
+def _draw(logits, u, cfg: SamplingConfig, *, record: bool):
+    """Next token per row by inverse CDF on uniforms u; entropy when asked."""
+    import torch
+
+    temperature = cfg.temperature if cfg.temperature > 0 else 1.0
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    probs = logp.exp()
+    ent = -(probs * logp).sum(-1) if record else None
+    if cfg.temperature <= 0:
+        return logits.argmax(-1), ent
+    if cfg.top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        cdf = sorted_p.cumsum(-1)
+        sorted_p = sorted_p.masked_fill(cdf - sorted_p > cfg.top_p, 0.0)  # keep the nucleus
+        cdf = sorted_p.cumsum(-1)
+        idx = torch.searchsorted(cdf.double(), (u * cdf[:, -1].double())[:, None])
+        idx = idx.clamp(max=logits.shape[-1] - 1)
+        return order.gather(-1, idx).squeeze(-1), ent
+    cdf = probs.cumsum(-1).double()
+    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1)
+    return idx.clamp(max=logits.shape[-1] - 1), ent

@@ -1,0 +1,76 @@
+"""A user's own problems from a local JSONL or Parquet file, graded with math-verify.
+
+One record per problem. The question is read from the first present field
+of `question`, `problem`, `prompt`; the answer from `answer`, `solution`,
+`final_answer`; the id from `id` (else the line number). A bad line is
+reported by number.
+
+Example line: {"id": "q1", "question": "What is 2+2?", "answer": "4"}
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.tasks import Problem, Task, TaskSpec
+
+QUESTION_KEYS = ("question", "problem", "prompt")
+ANSWER_KEYS = ("answer", "solution", "final_answer")
+
+
+def load(path: Path) -> Task:
+    if not path.is_file():
+        raise UsageError(f"{path}: no such task file")
+    records = _read_parquet(path) if path.suffix.lower() == ".parquet" else _read_jsonl(path)
+    if not records:
+        raise UsageError(f"{path}: holds no problems")
+    problems = []
+    for lineno, record in records:
+        question = _first(record, QUESTION_KEYS)
+        answer = _first(record, ANSWER_KEYS)
+        if question is None or answer is None:
+            raise UsageError(
+                f"{path}:{lineno}: needs a question ({'/'.join(QUESTION_KEYS)}) "
+                f"and an answer ({'/'.join(ANSWER_KEYS)})"
+            )
+        pid = str(record.get("id", lineno))
+        problems.append(Problem(pid, str(question), str(answer)))
+    ids = [p.id for p in problems]
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"{path}: problem ids are not unique")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    spec = TaskSpec(path.stem, "math", len(problems), None, "{}", str(path.resolve()), digest)
+    return Task(spec, tuple(problems))
+
+
+def _first(record: dict, keys: tuple[str, ...]):
+    return next((record[k] for k in keys if record.get(k) is not None), None)
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    records = []
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(record, dict):
+                raise UsageError(f"{path}:{lineno}: expected a JSON object")
+            records.append((lineno, record))
+    return records
+
+
+def _read_parquet(path: Path) -> list[tuple[int, dict]]:
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise UsageError(f"{path}: not a readable Parquet file ({exc})") from exc
+    return [(i + 1, row) for i, row in enumerate(frame.to_dict("records"))]
