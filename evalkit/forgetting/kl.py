@@ -1,0 +1,138 @@
+"""Forward KL from the base policy to the trained one on the training task's prompts.
+
+    result = forward_kl(base, model, tokenizer, prompts, ids, samples=1, max_new_tokens=64)
+
+Direction and estimator (RL's Razor, arXiv 2509.04259: forgetting tracks
+`E_{x ~ new task}[KL(pi_0 || pi)]`): for each prompt x, completions y are
+sampled from the *base* at temperature 1 (no top-p, no top-k), up to
+`max_new_tokens`; both models are teacher-forced on (x, y), and at every
+generated position t, the stop token included, the KL is computed exactly
+over the full vocabulary:
+    KL_t = sum_v pi_0(v | x, y_<t) [log pi_0(v | x, y_<t) - log pi(v | x, y_<t)].
+The sequence KL estimate is `sum_t KL_t` (nats per completion): by the
+chain rule its expectation under y ~ pi_0 is exactly KL(pi_0(.|x) || pi(.|x))
+over completions (truncated at max_new_tokens), with lower variance than the
+log-ratio of sampled tokens. Also reported: the per-token mean `mean_t KL_t`.
+Both are averaged over samples per prompt, then over prompts; the standard
+error is over prompts (`std(ddof=1) / sqrt(P)`).
+Refused (not estimated) when the two tokenizers differ: the per-token
+distributions would not live on the same space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = ["DIRECTION", "ESTIMATOR", "tokenizer_mismatch", "token_kls", "forward_kl"]
+
+DIRECTION = "KL(pi_base || pi_model), forward, nats"
+ESTIMATOR = (
+    "completions sampled from the base at temperature 1; exact full-vocabulary KL at every "
+    "generated position (stop token included) under teacher forcing; sequence KL = sum over "
+    "positions, averaged over samples then prompts; standard error over prompts"
+)
+
+
+def tokenizer_mismatch(base_tok, model_tok, base_model=None, model_model=None) -> str | None:
+    """Why KL cannot be computed between the two models, or None when it can."""
+    if base_tok.get_vocab() != model_tok.get_vocab():
+        return (f"the tokenizers differ (vocabularies of {len(base_tok)} and {len(model_tok)} tokens); "
+                "KL needs both models on the same tokens, so it is not computed (accuracy still is)")
+    if base_model is not None and model_model is not None:
+        a = base_model.get_output_embeddings().weight.shape[0]
+        b = model_model.get_output_embeddings().weight.shape[0]
+        if a != b:
+            return f"the output layers differ ({a} vs {b} logits); KL is not computed"
+    return None
+
+
+def _padded_batch(rows, pad_id: int):
+    import torch
+
+    seqs = [list(p) + list(c) for p, c, _ in rows]
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, seq in enumerate(seqs):  # left padding: every sequence ends at the right edge
+        ids[r, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+        mask[r, width - len(seq) :] = 1
+    return ids, mask
+
+
+def _window_logits(model, ids, mask, keep: int):
+    import torch
+
+    device = next(model.parameters()).device
+    mask = mask.to(device)
+    with torch.inference_mode():
+        out = model(input_ids=ids.to(device), attention_mask=mask,
+                    position_ids=(mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=keep)
+    return out.logits
+
+
+def token_kls(base, model, rows: Sequence[tuple], *, pad_id: int, batch_size: int = 8) -> list[np.ndarray]:
+    """Exact per-position KL(pi_base || pi_model) along each completion.
+
+    `rows` are (prompt_ids, completion_ids, stopped): completion_ids exclude
+    the stop token; `stopped` adds the position where the stop was drawn.
+    Returns one float64 array per row (length len(completion) + stopped).
+    """
+    import torch
+
+    result: list[np.ndarray] = []
+    for start in range(0, len(rows), batch_size):
+        part = rows[start : start + batch_size]
+        ids, mask = _padded_batch(part, pad_id)
+        keep = max(len(c) for _, c, _ in part) + 1
+        lb = _window_logits(base, ids, mask, keep)
+        lm = _window_logits(model, ids, mask, keep)
+        for r, (_, completion, stopped) in enumerate(part):
+            m = len(completion)
+            sl = slice(keep - 1 - m, keep - 1 + int(bool(stopped)))
+            lp = torch.log_softmax(lb[r, sl].double(), dim=-1)
+            lq = torch.log_softmax(lm[r, sl].double(), dim=-1)
+            result.append((lp.exp() * (lp - lq)).sum(-1).clamp(min=0.0).cpu().numpy())
+    return result
+
+
+def _mean_se(values: list[float]) -> tuple[float, float | None]:
+    arr = np.asarray(values, dtype=np.float64)
+    se = float(arr.std(ddof=1) / np.sqrt(arr.size)) if arr.size > 1 else None
+    return float(arr.mean()), se
+
+
+def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str], *, samples: int = 1,
+               max_new_tokens: int = 64, seed: int = 0, batch_size: int = 8, on_done=None) -> dict:
+    """Estimate E_x[KL(pi_base || pi_model)] on `prompts` (user texts); see the module doc."""
+    from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk, stop_token_ids
+
+    cfg = SamplingConfig(n=samples, temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens,
+                         seed=seed, record_entropy=False)
+    stop = stop_token_ids(base, tokenizer)
+    chunk = max(1, batch_size // samples)
+    seq_kl, tok_kl, lengths, truncated = [], [], [], 0
+    for start in range(0, len(prompts), chunk):
+        rendered = [render_prompt(tokenizer, p) for p in prompts[start : start + chunk]]
+        drawn = sample_chunk(base, tokenizer, rendered, list(ids[start : start + chunk]), cfg, stop_ids=stop)
+        prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in rendered]
+        rows = [(prompt_ids[s.problem_index], s.token_ids, s.finish_reason == "stop") for s in drawn]
+        kls = token_kls(base, model, rows, pad_id=tokenizer.pad_token_id or 0, batch_size=batch_size)
+        for i in range(len(rendered)):
+            mine = [k for s, k in zip(drawn, kls, strict=True) if s.problem_index == i]
+            seq_kl.append(float(np.mean([k.sum() for k in mine])))
+            tok_kl.append(float(np.mean([k.mean() if k.size else 0.0 for k in mine])))
+        lengths += [k.size for k in kls]
+        truncated += sum(s.finish_reason == "length" for s in drawn)
+        if on_done is not None:
+            on_done(len(rendered))
+    seq_mean, seq_se = _mean_se(seq_kl)
+    tok_mean, tok_se = _mean_se(tok_kl)
+    return {
+        "status": "computed", "direction": DIRECTION, "estimator": ESTIMATOR,
+        "kl_sequence": seq_mean, "kl_sequence_se": seq_se, "kl_per_token": tok_mean, "kl_per_token_se": tok_se,
+        "prompts": len(seq_kl), "samples_per_prompt": samples, "max_new_tokens": max_new_tokens,
+        "temperature": 1.0, "seed": seed, "mean_positions": float(np.mean(lengths)),
+        "truncated_fraction": truncated / max(len(lengths), 1), "per_prompt_kl_sequence": seq_kl,
+    }
