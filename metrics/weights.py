@@ -1,0 +1,261 @@
+"""Parameter-update statistics on arrays: sparsity, norms, concentration, rank, overlap.
+
+    from metrics.weights import chunk_stats, delta, finish_stats, new_stats
+    acc = new_stats()
+    chunk_stats(acc, a_bits, b_bits, a, b, delta(a, b), atol=1e-5)  # once per chunk
+    print(finish_stats(acc)["changed_frac_bits"])
+
+Source: Mukherjee et al. 2025 (arXiv 2505.11711), "RL finetunes small subnetworks":
+`sparsity = 1 - ||theta_1 - theta_0||_0 / n` on bf16 checkpoints, also with `|delta| <= 1e-5`
+counted as unchanged, and update rank `matrix_rank(delta) / min(shape)`. The bf16-aware relative
+tolerance follows arXiv 2511.08567: bf16 keeps 8 significant bits, so an update smaller than
+about `|w| * 2^-9` (half a bf16 ulp) is absorbed by rounding.
+
+Everything is streamed: `chunk_stats` turns one chunk of a tensor pair into additive counts and
+sums, `merge_stats` adds them up (per tensor, layer, module kind, whole model) and `finish_stats`
+turns the sums into fractions and norms. Conventions, chosen deliberately:
+
+- Exact change compares raw bits (bf16 and fp16 as uint16, fp32 as uint32): a NaN with the same
+  payload on both sides is unchanged, any other NaN change is a change, and +0 -> -0 IS a change
+  (the stored bytes differ) although its delta is 0, so it never counts under a tolerance.
+- Deltas are `other - base` in float32 (float64 for float64 tensors). Entries where either side is
+  NaN or Inf (or the delta overflows) are left out of every delta statistic and counted instead.
+- Concentration (share of `||delta||^2` in the top 0.1% / 1% / 10% of entries) comes from a
+  mergeable histogram of |delta| with 2^16 bins (the top 16 bits of float32 |delta|, i.e. bf16
+  resolution). Bins above the cut are summed exactly; the bin holding the cut contributes its mean
+  square per entry taken, which is exact when its entries are equal and otherwise off by at most
+  the spread of d^2 inside that one bin (< 1.6% relative, on that bin's share only).
+
+Limits: pure numpy; no I/O. Counts are exact; sums of squares are float32 per chunk, added in
+float64.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+__all__ = [
+    "BF16_RTOL",
+    "CONCENTRATION_QS",
+    "MODULE_KINDS",
+    "bf16_to_f32",
+    "delta",
+    "new_stats",
+    "chunk_stats",
+    "merge_stats",
+    "finish_stats",
+    "concentration",
+    "update_rank",
+    "new_overlap",
+    "overlap_chunk",
+    "finish_overlap",
+    "module_kind",
+    "layer_index",
+]
+
+BF16_RTOL = 2.0**-9  # half a bf16 ulp relative to |w|: smaller updates are absorbed in bf16
+CONCENTRATION_QS = (0.001, 0.01, 0.1)
+HIST_BINS = 1 << 16
+_COUNTS = ("n", "changed_bits", "changed_atol", "changed_rel", "nonfinite_pairs",
+           "nan_base", "inf_base", "nan_other", "inf_other")
+
+
+def bf16_to_f32(bits: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """bf16 raw uint16 patterns -> float32 (bf16 is the top half of a float32)."""
+    out = np.empty(bits.shape, np.uint32) if out is None else out.view(np.uint32)[: bits.size]
+    np.left_shift(bits, 16, out=out, dtype=np.uint32, casting="unsafe")
+    return out.view(np.float32)
+
+
+def delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`b - a` in float32 (float64 inputs stay float64).
+
+    Exact for bf16/fp16 pairs of realistic magnitude, and for fp32 pairs within a factor 2 of
+    each other (Sterbenz lemma), i.e. for any training update.
+    """
+    wide = np.float64 if np.float64 in (a.dtype, b.dtype) else np.float32
+    return np.subtract(b, a, dtype=wide)
+
+
+def new_stats(hist: bool = True) -> dict:
+    """An empty accumulator; `hist=False` skips the concentration histogram (per layer)."""
+    stats = dict.fromkeys(_COUNTS, 0)
+    stats.update(sq_update=0.0, sq_weight=0.0, max_abs=0.0)
+    if hist:
+        stats.update(hist_count=np.zeros(HIST_BINS, np.int64), hist_sq=np.zeros(HIST_BINS))
+    return stats
+
+
+def chunk_stats(acc, a_bits, b_bits, a, b, d, *, atol: float, rtol: float = BF16_RTOL) -> dict:
+    """Add one chunk into the accumulator `acc` (from `new_stats()`) and return it.
+
+    Inputs: raw bit patterns of base and other, their float values `a`, `b`, and `d = b - a`.
+    `d` is modified in place: entries where either side is NaN/Inf are set to 0 (and counted).
+    """
+    n = int(a.size)
+    changed = int(np.count_nonzero(a_bits != b_bits))
+    sq_w, sq_u = float(np.dot(a, a)), (float(np.dot(d, d)) if changed else 0.0)
+    if not (math.isfinite(sq_w) and math.isfinite(sq_u)):
+        sq_w, sq_u = _nonfinite(acc, a, b, d)
+    acc["n"] += n
+    acc["changed_bits"] += changed
+    acc["sq_weight"] += sq_w
+    acc["sq_update"] += sq_u
+    if changed == 0 or sq_u == 0.0:
+        acc["hist_count"][0] += n  # every delta is 0 (a +0/-0 flip has a zero delta)
+        return acc
+    absd = np.abs(d)
+    acc["max_abs"] = max(acc["max_abs"], float(absd.max()))
+    acc["changed_atol"] += int(np.count_nonzero(absd > atol))
+    limit = np.abs(a)
+    limit *= rtol
+    acc["changed_rel"] += int(np.count_nonzero(absd > limit))
+    f32 = absd.astype(np.float32, copy=False)
+    bins = (f32.view(np.uint32) >> 16).astype(np.intp)  # bincount's own casts cost 4x more
+    acc["hist_count"] += np.bincount(bins, minlength=HIST_BINS)
+    acc["hist_sq"] += np.bincount(bins, np.square(f32, dtype=np.float64), minlength=HIST_BINS)
+    return acc
+
+
+def _nonfinite(acc: dict, a, b, d) -> tuple[float, float]:
+    """Count NaN/Inf on each side, zero those deltas in place, return float64 squared sums."""
+    acc["nan_base"] += int(np.isnan(a).sum())
+    acc["inf_base"] += int(np.isinf(a).sum())
+    acc["nan_other"] += int(np.isnan(b).sum())
+    acc["inf_other"] += int(np.isinf(b).sum())
+    bad = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(d))
+    acc["nonfinite_pairs"] += int(bad.sum())
+    d[bad] = 0
+    a64 = np.where(np.isfinite(a), a, 0).astype(np.float64)
+    d64 = d.astype(np.float64)
+    return float(np.dot(a64, a64)), float(np.dot(d64, d64))
+
+
+def merge_stats(acc: dict, part: dict) -> dict:
+    """Add `part` into `acc` in place (counts and sums add, max takes the max)."""
+    for key in (*_COUNTS, "sq_update", "sq_weight"):
+        acc[key] += part[key]
+    acc["max_abs"] = max(acc["max_abs"], part["max_abs"])
+    if "hist_count" in acc:
+        acc["hist_count"] += part["hist_count"]
+        acc["hist_sq"] += part["hist_sq"]
+    return acc
+
+
+def finish_stats(s: dict) -> dict:
+    """Fractions and norms from an accumulator (JSON-ready floats and ints).
+
+    changed_frac_* = changed / n (1 - sparsity); update_norm = ||d||_2;
+    rel_norm = ||d||_2 / ||w_base||_2; top_*_share from `concentration`.
+    """
+    n = s["n"]
+    out = {key: s[key] for key in _COUNTS}
+    for kind in ("bits", "atol", "rel"):
+        out[f"changed_frac_{kind}"] = s[f"changed_{kind}"] / n if n else math.nan
+    out["update_norm"] = math.sqrt(s["sq_update"])
+    out["weight_norm"] = math.sqrt(s["sq_weight"])
+    out["rel_norm"] = out["update_norm"] / out["weight_norm"] if s["sq_weight"] else math.nan
+    out["max_abs_update"] = s["max_abs"]
+    if "hist_count" in s:
+        for q in CONCENTRATION_QS:
+            out[f"top_{q * 100:g}pct_share"] = concentration(s["hist_count"], s["hist_sq"], q)
+    return out
+
+
+def concentration(hist_count: np.ndarray, hist_sq: np.ndarray, q: float) -> float:
+    """Share of `sum d^2` held by the `ceil(q * n)` largest |d| (n = all entries, zeros included).
+
+    Walks the |delta| histogram from the top; the bin holding the cut contributes
+    `taken * mean(d^2 in bin)`. NaN when the update is zero.
+    """
+    total = float(hist_sq.sum())
+    n = int(hist_count.sum())
+    if total == 0.0 or n == 0:
+        return math.nan
+    k = math.ceil(q * n - 1e-9)
+    counts, sqs = hist_count[::-1], hist_sq[::-1]
+    cum_n, cum_sq = np.cumsum(counts), np.cumsum(sqs)
+    j = int(np.searchsorted(cum_n, k))  # first reversed bin reaching k entries
+    above_n = int(cum_n[j - 1]) if j else 0
+    above_sq = float(cum_sq[j - 1]) if j else 0.0
+    partial = (k - above_n) * float(sqs[j]) / int(counts[j]) if counts[j] else 0.0
+    return min(1.0, (above_sq + partial) / total)
+
+
+def update_rank(d2: np.ndarray) -> dict:
+    """`matrix_rank(delta) / min(shape)` for a 2-D update (Mukherjee et al. 2025).
+
+    numpy's default tolerance: `S.max() * max(shape) * eps(dtype)`; a zero update has rank 0.
+    """
+    assert d2.ndim == 2
+    rank = int(np.linalg.matrix_rank(d2)) if np.any(d2) else 0
+    return {"rank": rank, "min_dim": min(d2.shape), "rank_ratio": rank / min(d2.shape)}
+
+
+def new_overlap() -> dict:
+    """Empty accumulator for two updates A, B of the same base."""
+    return dict(n=0, changed_a=0, changed_b=0, changed_both=0, dot=0.0, sq_a=0.0, sq_b=0.0,
+                nonzero_both=0, same_sign=0)
+
+
+def overlap_chunk(base_bits, a_bits, b_bits, da, db) -> dict:
+    """Additive overlap counts of one chunk: changed sets by exact bits, and the two deltas
+    (non-finite entries already zeroed by `chunk_stats`)."""
+    ca, cb = base_bits != a_bits, base_bits != b_bits
+    both_nz = (da != 0) & (db != 0)
+    return dict(
+        n=int(base_bits.size), changed_a=int(np.count_nonzero(ca)),
+        changed_b=int(np.count_nonzero(cb)), changed_both=int(np.count_nonzero(ca & cb)),
+        dot=float(np.dot(da.astype(np.float64), db)), sq_a=float(np.dot(da, da)),
+        sq_b=float(np.dot(db, db)), nonzero_both=int(np.count_nonzero(both_nz)),
+        same_sign=int(np.count_nonzero(both_nz & (np.signbit(da) == np.signbit(db)))),
+    )
+
+
+def finish_overlap(s: dict) -> dict:
+    """Jaccard of the changed sets against chance, cosine of the updates, sign agreement.
+
+    jaccard = |A & B| / |A | B|. Chance: if A and B changed independent random subsets with
+    fractions pA, pB, E|A & B| = n pA pB and the expected Jaccard is
+    `pA pB / (pA + pB - pA pB)`. cosine = <dA, dB> / (||dA|| ||dB||). sign_agreement: fraction
+    of entries changed in both whose deltas have the same sign (0.5 by chance).
+    """
+    n, both = s["n"], s["changed_both"]
+    union = s["changed_a"] + s["changed_b"] - both
+    pa, pb = (s["changed_a"] / n, s["changed_b"] / n) if n else (math.nan, math.nan)
+    chance = pa * pb / (pa + pb - pa * pb) if n and (pa + pb) else math.nan
+    jac = both / union if union else math.nan
+    norm = math.sqrt(s["sq_a"] * s["sq_b"])
+    return {
+        "n": n, "changed_a": s["changed_a"], "changed_b": s["changed_b"], "changed_both": both,
+        "jaccard": jac, "jaccard_chance": chance,
+        "jaccard_over_chance": jac / chance if chance else math.nan,
+        "cosine": s["dot"] / norm if norm else math.nan,
+        "sign_agreement": s["same_sign"] / s["nonzero_both"] if s["nonzero_both"] else math.nan,
+    }
+
+
+MODULE_KINDS = {  # first match wins; checked against the tensor name
+    "lm_head": r"(^|\.)lm_head\.",
+    "embedding": r"embed_tokens|(^|\.)wte\.|word_embeddings|(^|\.)embed\.",
+    "q_proj": r"\.q_proj\.", "k_proj": r"\.k_proj\.", "v_proj": r"\.v_proj\.",
+    "o_proj": r"\.o_proj\.", "mlp_gate": r"\.gate_proj\.", "mlp_up": r"\.up_proj\.",
+    "mlp_down": r"\.down_proj\.", "norm": r"norm|(^|\.)ln_",
+}
+
+
+def module_kind(name: str) -> str:
+    """Module kind of a Hugging Face tensor name (Llama/Qwen/Mistral naming), else 'other'."""
+    for kind, pattern in MODULE_KINDS.items():
+        if re.search(pattern, name):
+            return kind
+    return "other"
+
+
+def layer_index(name: str) -> int | None:
+    """`i` of `model.layers.{i}.` (or any `layers.{i}.`/`h.{i}.`), None outside the blocks."""
+    match = re.search(r"(?:^|\.)(?:layers|h)\.(\d+)\.", name)
+    return int(match.group(1)) if match else None
