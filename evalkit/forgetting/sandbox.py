@@ -93,7 +93,7 @@ sys.stdin.close()
 exit_now, write = os._exit, os.write
 def report(status, detail=""):
     line = "\n" + cfg["tag"] + json.dumps({"status": status, "detail": detail[-500:]}) + "\n"
-    write(2, line.encode())
+    write(cfg["fd"], line.encode())
     exit_now(0 if status == "passed" else 1)
 if cfg["guard"]:
     import builtins, faulthandler, io, posix, shutil, subprocess
@@ -186,17 +186,29 @@ def _rlimits(limits: Limits) -> dict:
 
 
 def _execute(python: str, source: str, limits: Limits, uid: int | None, workdir: str, log) -> tuple[str, str | None]:
-    cfg = json.dumps({"limits": _rlimits(limits), "guard": limits.guard, "tag": RESULT_TAG})
+    read_end, write_end = os.pipe()  # the result travels apart from the program's output
+    cfg = json.dumps({"limits": _rlimits(limits), "guard": limits.guard, "tag": RESULT_TAG, "fd": write_end})
     env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
     ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
     try:
         proc = subprocess.Popen(
             [python, "-I", "-S", "-c", BOOTSTRAP, cfg], stdin=subprocess.PIPE, stdout=log,
-            stderr=log, cwd=workdir, env=env, start_new_session=True, close_fds=True, **ids,
+            stderr=log, cwd=workdir, env=env, start_new_session=True, close_fds=True,
+            pass_fds=(write_end,), **ids,
         )
     except OSError as exc:
+        os.close(read_end)
         return "error", f"sandbox did not start: {exc}"
+    finally:
+        os.close(write_end)
+    try:
+        return _wait(proc, source, limits, log, read_end)
+    finally:
+        os.close(read_end)
+
+
+def _wait(proc: subprocess.Popen, source: str, limits: Limits, log, read_end: int) -> tuple[str, str | None]:
     try:
         proc.stdin.write(source.encode("utf-8", "replace"))
         proc.stdin.close()
@@ -208,7 +220,7 @@ def _execute(python: str, source: str, limits: Limits, uid: int | None, workdir:
         _kill_group(proc)
         return "timeout", f"wall clock {limits.timeout:g}s exceeded"
     _kill_group(proc)  # children left behind by a program that returned
-    return _classify(code, _tail(log), limits)
+    return _classify(code, _drain(read_end), _tail(log), limits)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -225,8 +237,22 @@ def _tail(log, size: int = 4000) -> str:
     return log.read().decode("utf-8", "replace")
 
 
-def _classify(code: int, tail: str, limits: Limits) -> tuple[str, str | None]:
-    reports = [line for line in tail.splitlines() if line.startswith(RESULT_TAG)]
+def _drain(fd: int) -> str:
+    os.set_blocking(fd, False)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _classify(code: int, result: str, tail: str, limits: Limits) -> tuple[str, str | None]:
+    reports = [line for line in result.splitlines() if line.startswith(RESULT_TAG)]
     if reports:
         found = json.loads(reports[-1][len(RESULT_TAG):])
         if found["status"] == "passed" and code != 0:
