@@ -66,7 +66,8 @@ def _progress():
         try:
             yield update
         finally:
-            progress.stop()
+            if state:  # stopping a bar that never started prints a stray newline
+                progress.stop()
 
     return bar()
 
@@ -79,11 +80,11 @@ def _num(x) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
 
 
-STAT_COLUMNS = (("changed (bits)", "changed_frac_bits", _pct), ("> atol", "changed_frac_atol", _pct),
-                ("> rtol|w|", "changed_frac_rel", _pct), ("||dW||", "update_norm", _num),
-                ("||dW||/||W||", "rel_norm", _num), ("max|dW|", "max_abs_update", _num))
-SHARE_COLUMNS = (("top0.1% share", "top_0.1pct_share", _pct), ("top1%", "top_1pct_share", _pct),
-                 ("top10%", "top_10pct_share", _pct))
+STAT_COLUMNS = (("changed", "changed_frac_bits", _pct), (">atol", "changed_frac_atol", _pct),
+                (">rtol|w|", "changed_frac_rel", _pct), ("|dW|", "update_norm", _num),
+                ("|dW|/|W|", "rel_norm", _num), ("max|dW|", "max_abs_update", _num))
+SHARE_COLUMNS = (("top 0.1%", "top_0.1pct_share", _pct), ("top 1%", "top_1pct_share", _pct),
+                 ("top 10%", "top_10pct_share", _pct))
 
 
 def _table(title: str, first: str, rows: list[tuple[str, dict]], columns):
@@ -104,14 +105,17 @@ def print_diff(summary: dict, top: int = 8) -> None:
 
     console = Console()
     updates = summary["updates"]
-    names = {lab: summary["inputs"][lab]["name"] for lab in updates}
-    overall = [(f"{lab}: {names[lab]}", u["overall"]) for lab, u in updates.items()]
-    console.print(_table(f"Update vs base {summary['inputs']['base']['name']} "
-                         f"({summary['tensors_compared']} tensors)", "update", overall,
-                         STAT_COLUMNS + SHARE_COLUMNS))
+    base = summary["inputs"]["base"]["name"]
+    console.print(f"[bold]base[/bold] {base}; " + "; ".join(
+        f"[bold]{lab}[/bold] {summary['inputs'][lab]['name']}" for lab in updates)
+        + f"; {summary['tensors_compared']} tensors compared")
+    console.print("[dim]changed: raw bits differ; >atol: |dW| > atol; >rtol|w|: |dW| > rtol*|W| "
+                  "(survives bf16); top q: share of |dW|^2 in the largest q of entries[/dim]")
     for lab, u in updates.items():
         kinds = sorted(u["kinds"].items(), key=lambda kv: KIND_ORDER.index(kv[0]))
-        console.print(_table(f"By module kind ({lab})", "kind", kinds, STAT_COLUMNS + SHARE_COLUMNS))
+        rows = [("overall", u["overall"]), *kinds]
+        console.print(_table(f"Update {lab} - base, by module kind", "kind", rows, STAT_COLUMNS))
+        console.print(_table(f"Concentration of |dW|^2 ({lab})", "kind", rows, SHARE_COLUMNS))
         layers = sorted(u["layers"].items(), key=lambda kv: (-kv[1]["changed_frac_bits"],
                                                              -(kv[1]["rel_norm"] or 0)))
         console.print(_table(f"Most-changed layers ({lab}, by changed fraction)", "layer",

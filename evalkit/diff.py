@@ -251,13 +251,13 @@ class _Reader:
 
 
 def _pairs(cps: list[Checkpoint]) -> tuple[list[tuple], dict]:
-    """Tensors comparable across all checkpoints (in base file order) and the problems found."""
+    """Tensors comparable across all checkpoints (by name) and the problems found."""
     base, rest = cps[0], cps[1:]
     problems = {"missing": [], "extra": [], "mismatched": [], "skipped": []}
     for cp in rest:
         problems["extra"] += [f"{cp.label}: {n}" for n in sorted(set(cp.tensors) - set(base.tensors))]
     pairs = []
-    for entry in sorted(base.tensors.values(), key=lambda e: (e.file, e.start)):
+    for entry in sorted(base.tensors.values(), key=lambda e: e.name):  # same sums however sharded
         others = [cp.tensors.get(entry.name) for cp in rest]
         if any(o is None for o in others):
             where = ", ".join(cp.label for cp, o in zip(rest, others, strict=True) if o is None)
@@ -358,11 +358,11 @@ def _sum_into(acc: dict, part: dict) -> dict:
 
 
 def _add(group: dict, kind: str, layer: int | None, acc: dict, new, merge) -> None:
+    """Merge one tensor's accumulator into overall, its module kind and its layer."""
     merge(group["overall"], acc)
     merge(group["kinds"].setdefault(kind, new()), acc)
     if layer is not None:
-        layer_acc = group["layers"].setdefault(layer, new() if new is not W.new_stats else new(False))
-        merge(layer_acc, acc)
+        merge(group["layers"].setdefault(layer, new()), acc)
 
 
 def _row(entry: TensorEntry, label: str, kind: str, layer, stats: dict, rank) -> dict:

@@ -77,7 +77,8 @@ def delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     each other (Sterbenz lemma), i.e. for any training update.
     """
     wide = np.float64 if np.float64 in (a.dtype, b.dtype) else np.float32
-    return np.subtract(b, a, dtype=wide)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: counted by chunk_stats
+        return np.subtract(b, a, dtype=wide)
 
 
 def new_stats(hist: bool = True) -> dict:
@@ -114,6 +115,9 @@ def chunk_stats(acc, a_bits, b_bits, a, b, d, *, atol: float, rtol: float = BF16
     limit *= rtol
     acc["changed_rel"] += int(np.count_nonzero(absd > limit))
     f32 = absd.astype(np.float32, copy=False)
+    if changed < n // 2:  # sparse update: histogram only the nonzero deltas
+        f32 = f32[f32 > 0]
+        acc["hist_count"][0] += n - f32.size
     bins = (f32.view(np.uint32) >> 16).astype(np.intp)  # bincount's own casts cost 4x more
     acc["hist_count"] += np.bincount(bins, minlength=HIST_BINS)
     acc["hist_sq"] += np.bincount(bins, np.square(f32, dtype=np.float64), minlength=HIST_BINS)
