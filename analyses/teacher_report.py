@@ -1,0 +1,97 @@
+"""Teacher-forced entropy of stored or external completions, as a Report.
+
+    evalkit entropy --model smollm2-135m --samples vllm_out.jsonl --out reports/ent_vllm
+    evalkit entropy --model runs/base/../ckpt --samples runs/base   # recompute a run's entropy
+
+`--samples` is either a JSONL of prompt/completion records (prompt: the user
+message, rendered with the chat template unless --raw-prompt; optional
+temperature and finish_reason, default "stop") or a passk run folder, whose
+prompts are rebuilt from its task identity and whose completions are re-
+tokenized from text; the recorded entropy is then shown beside the
+recomputed one. See evalkit/teacher.py for the definition and its limits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analyses.sample_stats import Report
+from evalkit.errors import UsageError
+
+__all__ = ["teacher_report", "run_records"]
+
+
+def run_records(run) -> list[dict]:
+    """prompt/completion records of a passk run, prompts rebuilt from its task."""
+    from analyses.runs import load_problems
+
+    try:
+        problems = load_problems(run)
+    except UsageError as exc:
+        raise UsageError(f"{exc}; write a JSONL of prompt/completion and pass that to --samples") from exc
+    prompts = {pid: p.prompt for pid, p in problems.items()}
+    temperature = float((run.summary.get("sampling") or {}).get("temperature", 1.0))
+    records = []
+    for row in run.samples.itertuples():
+        if row.problem_id not in prompts:
+            raise UsageError(f"{run.path}: problem {row.problem_id} is not in the rebuilt task")
+        records.append({"prompt": prompts[row.problem_id], "completion": row.completion or "",
+                        "temperature": temperature, "finish_reason": row.finish_reason})
+    return records
+
+
+def _entropies(model, forced, batch_tokens: int) -> list:
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from evalkit.console import err_console
+    from evalkit.teacher import teacher_entropy
+
+    columns = (TextColumn("[bold]teacher forcing"), BarColumn(),
+               TextColumn("{task.completed}/{task.total} samples"), TimeElapsedColumn())
+    with Progress(*columns, console=err_console) as bar:
+        task = bar.add_task("forcing", total=len(forced))
+        return teacher_entropy(model, forced, max_batch_tokens=batch_tokens,
+                               on_batch=lambda k: bar.advance(task, k))
+
+
+def teacher_report(model_name: str, samples: Path, *, raw_prompt: bool = False, temperature: float = 1.0,
+                   dtype: str = "float32", device: str = "auto", batch_tokens: int = 4096) -> Report:
+    """Exact mean token entropy per sample; beside the recorded one for a run folder."""
+    from analyses.runs import load_run
+    from evalkit.models import load_model, resolve_model, weights_hash
+    from evalkit.passk import resolve_device
+    from evalkit.teacher import forced_from_records, read_samples_file
+    from metrics.entropy import entropy_summary
+
+    if batch_tokens < 1:
+        raise UsageError(f"--batch-tokens {batch_tokens}: need at least 1")
+    run = load_run(samples) if Path(samples).is_dir() else None
+    records = run_records(run) if run is not None else read_samples_file(samples)
+    ref = resolve_model(model_name)
+    model, tokenizer = load_model(ref, dtype=dtype, device=resolve_device(device))
+    forced = forced_from_records(tokenizer, records, raw_prompt=raw_prompt and run is None,
+                                 temperature=temperature)
+    values = np.array([np.nan if h is None else h for h in _entropies(model, forced, batch_tokens)])
+    table = pd.DataFrame({"index": range(len(records)), "num_tokens": [f.num_tokens for f in forced],
+                          "mean_entropy": values})
+    correct = np.zeros(len(records), dtype=bool)
+    notes = {"model": {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": dtype, "path": ref.path},
+             "samples": str(samples), "raw_prompt": raw_prompt,
+             "definition": "exact full-vocabulary entropy of softmax(logits/temperature), nats, mean over "
+                           "generated tokens incl. the stop token when finish_reason == stop"}
+    if run is not None:
+        table.insert(1, "problem_id", run.samples["problem_id"].to_numpy())
+        table["recorded_entropy"] = run.samples["mean_entropy"].to_numpy()
+        table["abs_diff"] = (table["mean_entropy"] - table["recorded_entropy"]).abs()
+        correct = run.samples["correct"].to_numpy()
+        if table["abs_diff"].notna().any():
+            notes["max_abs_diff_vs_recorded"] = float(table["abs_diff"].max())
+    summary = entropy_summary(values, table["num_tokens"], correct)
+    if run is None:
+        summary.pop("mean_correct"), summary.pop("mean_incorrect")
+    notes["summary"] = summary
+    runs = (run.identity(),) if run is not None else ()
+    return Report("entropy", runs, {"samples": table}, notes)

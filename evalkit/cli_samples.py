@@ -1,0 +1,238 @@
+"""`evalkit entropy`, `evalkit length`, `evalkit groups`: findings from passk run folders.
+
+    evalkit entropy runs/step100 runs/step200 runs/step300 --fit --out reports/ent
+    evalkit entropy --model smollm2-135m --samples vllm_out.jsonl --out reports/ent_vllm
+    evalkit length runs/grpo --base runs/base --model smollm2-135m --out reports/len
+    evalkit groups runs/base --group-sizes 2,4,8,16 --train-log out/grpo/metrics.jsonl
+
+Each prints rich tables and, with --out DIR, writes DIR/<command>.json (the
+numbers, the runs' identities from summary.json, the definitions used) and
+DIR/<command>_<table>.csv.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evalkit.errors import UsageError
+
+__all__ = ["entropy", "length", "groups"]
+
+Out = Annotated[Path | None, typer.Option(help="Folder for <command>.json and CSV tables.")]
+Mixed = Annotated[bool, typer.Option(help="Allow runs of different tasks in one table (labelled by task).")]
+
+
+def _ints(text: str, option: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UsageError(f"{option} {text!r}: expected comma-separated integers, e.g. 2,4,8") from exc
+    if not values:
+        raise UsageError(f"{option}: give at least one integer")
+    return values
+
+
+def _finish(report, out: Path | None) -> None:
+    from analyses.sample_stats import write_report
+    from evalkit.console import console
+
+    if out is not None:
+        paths = write_report(report, out)
+        console.print(f"wrote {', '.join(str(p) for p in paths)}")
+
+
+def entropy(
+    runs: Annotated[list[Path] | None, typer.Argument(help="passk run folders, in trajectory order.")] = None,
+    fit: Annotated[bool, typer.Option(help="Fit Cui et al.'s R = -a*exp(H) + b over the runs.")] = False,
+    steps: Annotated[str | None, typer.Option(help="Training step of each run, comma-separated, in argument order; orders the table.")] = None,
+    model: Annotated[str | None, typer.Option(help="With --samples: model whose exact entropy to compute.")] = None,
+    samples: Annotated[Path | None, typer.Option(help="JSONL of prompt/completion (optional temperature, finish_reason), or a passk run folder, to teacher-force.")] = None,
+    raw_prompt: Annotated[bool, typer.Option(help="With --samples: prompts are already rendered; skip the chat template.")] = False,
+    temperature: Annotated[float, typer.Option(help="With --samples: temperature of records without one (0 = greedy, entropy at 1).")] = 1.0,
+    dtype: Annotated[str, typer.Option(help="With --model: float32, bfloat16 or float16.")] = "float32",
+    device: Annotated[str, typer.Option(help="With --model: auto, cpu, cuda ...")] = "auto",
+    batch_tokens: Annotated[int, typer.Option(help="With --model: positions per forward pass.")] = 4096,
+    allow_mixed_tasks: Mixed = False,
+    out: Out = None,
+) -> None:
+    """Mean token entropy per run (all, correct, incorrect, quantiles); --fit for the entropy law.
+
+    Example: evalkit entropy runs/step100 runs/step200 runs/step300 --fit --steps 100,200,300
+    """
+    from analyses.runs import load_runs
+    from analyses.sample_stats import entropy_report
+
+    if samples is not None or model is not None:
+        if runs:
+            raise UsageError("give either run folders or --model with --samples, not both")
+        if samples is None or model is None:
+            raise UsageError("teacher-forced entropy needs both --model and --samples FILE")
+        report = _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batch_tokens)
+        _print_teacher(report)
+        return _finish(report, out)
+    if not runs:
+        raise UsageError("give one or more passk run folders, or --model M --samples FILE")
+    step_list = _ints(steps, "--steps") if steps else None
+    report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=fit)
+    _print_entropy(report)
+    _finish(report, out)
+
+
+def length(
+    runs: Annotated[list[Path], typer.Argument(help="passk run folders.")],
+    base: Annotated[Path | None, typer.Option(help="Base run folder for AES (O1-Pruner, a=1 b=3 g=5).")] = None,
+    model: Annotated[str | None, typer.Option(help="Tokenizer for outcome efficiency (else characters are counted).")] = None,
+    quantiles: Annotated[int, typer.Option(help="Length bins (equal counts) for accuracy by length.")] = 4,
+    allow_mixed_tasks: Mixed = False,
+    out: Out = None,
+) -> None:
+    """Response length, truncation, tokens per correct answer, outcome efficiency, AES.
+
+    Example: evalkit length runs/grpo --base runs/base --model smollm2-135m --out reports/len
+    """
+    from analyses.runs import load_runs
+    from analyses.sample_stats import length_report
+
+    if quantiles < 1:
+        raise UsageError(f"--quantiles {quantiles}: need at least 1")
+    paths = [*runs, *([base] if base else [])]
+    loaded = load_runs(paths, allow_mixed_tasks=allow_mixed_tasks)
+    base_run = loaded.pop() if base else None
+    report = length_report(loaded, base=base_run, count=_token_counter(model), quantiles=quantiles)
+    _print_length(report)
+    _finish(report, out)
+
+
+def groups(
+    run: Annotated[Path, typer.Argument(help="passk run folder (n samples per problem).")],
+    group_sizes: Annotated[str, typer.Option(help="GRPO group sizes G, comma-separated.")] = "2,4,8,16,32",
+    target: Annotated[float, typer.Option(help="Informative-group fraction whose smallest G is reported.")] = 0.5,
+    train_log: Annotated[Path | None, typer.Option(help="evalkit metrics.jsonl or TRL trainer_state.json with frac_reward_zero_std.")] = None,
+    train_group_size: Annotated[int, typer.Option(help="G used in training, for the prediction beside --train-log.")] = 8,
+    out: Out = None,
+) -> None:
+    """Estimated fraction of zero-advantage GRPO groups (all correct / all wrong) per G.
+
+    Example: evalkit groups runs/base --group-sizes 2,4,8,16 --target 0.5 --train-log out/grpo/metrics.jsonl
+    """
+    from analyses.group_stats import groups_report
+    from analyses.runs import load_run
+
+    report = groups_report(load_run(run), group_sizes=_ints(group_sizes, "--group-sizes"), target=target,
+                           train_log=train_log, train_group_size=train_group_size)
+    _print_groups(report)
+    _finish(report, out)
+
+
+def _token_counter(model: str | None):
+    if model is None:
+        return None
+    from transformers import AutoTokenizer
+
+    from evalkit.models import resolve_model
+
+    ref = resolve_model(model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(ref.path)
+    except Exception as exc:  # corrupt or missing tokenizer files
+        raise UsageError(f"{model}: cannot load its tokenizer ({exc})") from exc
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batch_tokens):
+    from analyses.teacher_report import teacher_report
+
+    return teacher_report(model, samples, raw_prompt=raw_prompt, temperature=temperature,
+                          dtype=dtype, device=device, batch_tokens=batch_tokens)
+
+
+# Printing: nothing below computes.
+
+def _f(x, digits: int = 3) -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "-"
+    if isinstance(x, float) and x.is_integer() and abs(x) >= 10:
+        return str(int(x))
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def _table(title: str, frame, columns: dict[str, str]):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for header in columns.values():
+        table.add_column(header, justify="right")
+    for row in frame.to_dict("records"):
+        table.add_row(*(_f(row.get(c)) for c in columns))
+    return table
+
+
+def _print_entropy(report) -> None:
+    from evalkit.console import console
+
+    frame = report.tables["runs"].assign(spread=lambda t: [
+        f"{_f(a, 2)}-{_f(b, 2)}" for a, b in zip(t["q10"], t["q90"], strict=True)])
+    cols = {"run": "run", "step": "step", "accuracy": "acc", "mean_per_sample": "H",
+            "mean_per_token": "H/token", "mean_correct": "H ok", "mean_incorrect": "H wrong",
+            "spread": "q10-q90", "n_missing": "missing"}
+    if any(r.get("task_key") for r in report.runs):
+        cols = {"task": "task", **cols}
+    console.print(_table("token entropy (nats)", frame, cols))
+    console.print(f"order: {report.notes['ordering']}")
+    fit = report.notes.get("fit")
+    if fit:
+        console.print(f"fit R = -a*exp(H) + b: a={fit['a']:.4g} b={fit['b']:.4g} R^2={_f(fit['r2'])} "
+                      f"ceiling at H=0: {fit['ceiling']:.3f} ({fit['n_points']} runs)")
+        if fit.get("warning"):
+            console.print(f"[yellow]{fit['warning']}[/yellow]")
+
+
+def _print_teacher(report) -> None:
+    from evalkit.console import console
+
+    summary = report.notes["summary"]
+    console.print(f"teacher-forced entropy, {report.notes['model']['name']}: "
+                  f"{summary['n_samples']} samples, mean per sample {_f(summary['mean_per_sample'], 4)} nats, "
+                  f"per token {_f(summary['mean_per_token'], 4)}")
+    if "max_abs_diff_vs_recorded" in report.notes:
+        console.print(f"max |teacher - recorded| = {report.notes['max_abs_diff_vs_recorded']:.2e} nats")
+
+
+def _print_length(report) -> None:
+    from evalkit.console import console
+
+    cols = {"run": "run", "accuracy": "acc", "mean_tokens": "tokens", "mean_tokens_correct": "ok",
+            "mean_tokens_incorrect": "wrong", "truncation_rate": "cut", "tokens_per_correct": "tok/ok",
+            "outcome_efficiency": "out.eff", "aes": "AES"}
+    if any(r.get("task_key") for r in report.runs):
+        cols = {"task": "task", **cols}
+    console.print(_table("response length (tokens)", report.tables["runs"], cols))
+    bins = {"run": "run", "bin": "bin", "min_tokens": "min", "max_tokens": "max", "n": "n", "accuracy": "acc"}
+    console.print(_table("accuracy by length quantile", report.tables["by_length"], bins))
+    unlocated = int(report.tables["runs"]["n_unlocated"].sum())
+    console.print(f"outcome efficiency unit: {report.notes['outcome_efficiency_unit']}; "
+                  f"correct answers not located in the text: {unlocated}")
+
+
+def _print_groups(report) -> None:
+    from evalkit.console import console
+
+    cols = {"group_size": "G", "frac_zero": "zero adv.", "frac_all_correct": "all correct",
+            "frac_all_wrong": "all wrong", "frac_informative": "informative", "n_problems": "problems",
+            "n_excluded": "excluded (n<G)"}
+    console.print(_table("zero-advantage groups (estimated)", report.tables["sizes"], cols))
+    console.print(_table("by difficulty (pass rate)", report.tables["buckets"], {"bucket": "bucket", **cols}))
+    notes, uniform = report.notes, report.notes["uniform_problems"]
+    smallest = notes["smallest_group_size"]
+    reached = smallest if smallest else f"not reached up to G = {notes['searched_up_to']}"
+    console.print(f"smallest G with >= {notes['target_informative']:.0%} informative groups: {reached}")
+    console.print(f"always all-correct: {len(uniform['all_correct'])}, always all-wrong: "
+                  f"{len(uniform['all_wrong'])} of {notes['n_problems']} problems (DAPO would filter them)")
+    if "train_log" in report.tables:
+        log_cols = {"step": "step", "observed_frac_zero": "observed", "predicted_frac_zero": "predicted",
+                    "difference": "obs - pred"}
+        title = f"training log vs prediction at G={notes['train_log']['group_size']}"
+        console.print(_table(title, report.tables["train_log"], log_cols))

@@ -1,0 +1,164 @@
+"""Exact token entropy of given completions by a teacher-forced forward pass.
+
+    evalkit entropy --model smollm2-135m --samples completions.jsonl --out reports/ent
+
+For completions generated elsewhere (vLLM returns only the top-20 logprobs,
+whose entropy is a truncated lower bound; REFERENCES.md "Token entropy"),
+this recomputes the entropy evalkit's sampler records, with the same
+definition (evalkit/sampling.py): per generated token, the exact
+full-vocabulary entropy `H_t = -sum_v p_t(v) log p_t(v)` of
+softmax(logits / temperature) in nats (temperature 1 for greedy), averaged
+over the generated tokens, the stop token included when the sample stopped
+(finish_reason "stop"). The stop token's entropy is that of the distribution
+it was drawn from, so its id is not needed.
+
+Each sequence is prompt ids + completion ids, left-padded like the sampler
+(position ids from the attention mask), one forward pass per batch keeping
+only the completion positions' logits. Agreement with the sampler's recorded
+values is to float tolerance (KV-cached decoding vs one pass round
+differently, about 1e-6 nats in fp32).
+
+Limits: completions given as text are re-tokenized; a tokenizer that does
+not round-trip (merges differ, special tokens dropped by decoding) gives the
+entropy of a slightly different token sequence. Pass token ids when you have
+them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit.errors import UsageError
+
+__all__ = ["ForcedSample", "teacher_entropy", "read_samples_file", "forced_from_records"]
+
+
+@dataclass(frozen=True)
+class ForcedSample:
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]  # stop token excluded
+    stopped: bool  # finish_reason == "stop": one more position counts
+    temperature: float  # <= 0 means greedy: entropy at temperature 1
+
+    @property
+    def num_tokens(self) -> int:
+        """Generated tokens, the stop token included (the sampler's num_tokens)."""
+        return len(self.completion_ids) + int(self.stopped)
+
+
+def _batch_entropy(model, batch: Sequence[ForcedSample], device) -> list[float | None]:
+    import torch
+
+    inputs = [list(s.prompt_ids) + list(s.completion_ids[: s.num_tokens - 1]) for s in batch]
+    width = max(len(x) for x in inputs)
+    pad = 0
+    ids = torch.tensor([[pad] * (width - len(x)) + x for x in inputs], device=device)
+    mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in inputs], device=device)
+    keep = max(s.num_tokens for s in batch)
+    with torch.inference_mode():
+        logits = model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+            use_cache=False,
+            logits_to_keep=keep,
+        ).logits
+    out = []
+    for row, s in enumerate(batch):
+        if s.num_tokens == 0:
+            out.append(None)
+            continue
+        t = s.temperature if s.temperature > 0 else 1.0
+        logp = torch.log_softmax(logits[row, keep - s.num_tokens :].float() / t, dim=-1)
+        ent = -(logp.exp() * logp).sum(-1)
+        out.append(float(ent.double().sum() / s.num_tokens))
+    return out
+
+
+def teacher_entropy(
+    model,
+    samples: Sequence[ForcedSample],
+    *,
+    max_batch_tokens: int = 4096,
+    on_batch: Callable[[int], None] | None = None,
+) -> list[float | None]:
+    """Mean token entropy per sample (None for a sample with no generated token).
+
+    Samples are batched by length so that a batch holds about
+    `max_batch_tokens` positions; `on_batch(k)` is called after k samples.
+    """
+    device = next(model.parameters()).device
+    if not samples:
+        return []
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + samples[i].num_tokens)
+    result: list[float | None] = [None] * len(samples)
+    start = 0
+    while start < len(order):
+        end = start + 1
+        longest = len(samples[order[start]].prompt_ids) + samples[order[start]].num_tokens
+        while end < len(order):
+            longest = max(longest, len(samples[order[end]].prompt_ids) + samples[order[end]].num_tokens)
+            if longest * (end - start + 1) > max_batch_tokens:
+                break
+            end += 1
+        idx = order[start:end]
+        for i, h in zip(idx, _batch_entropy(model, [samples[i] for i in idx], device), strict=True):
+            result[i] = h
+        if on_batch:
+            on_batch(len(idx))
+        start = end
+    return result
+
+
+def read_samples_file(path: Path) -> list[dict]:
+    """Records of a JSONL of externally generated samples: prompt, completion,
+    optional temperature and finish_reason; a clear UsageError otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file (expected JSONL with fields prompt and completion)")
+    records = []
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise UsageError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            if not isinstance(record, dict) or not isinstance(record.get("prompt"), str) \
+                    or not isinstance(record.get("completion"), str):
+                raise UsageError(f"{path}:{number}: need string fields 'prompt' and 'completion'")
+            if record.get("finish_reason", "stop") not in ("stop", "length"):
+                raise UsageError(f"{path}:{number}: finish_reason must be 'stop' or 'length'")
+            records.append(record)
+    if not records:
+        raise UsageError(f"{path}: no samples in the file")
+    return records
+
+
+def forced_from_records(
+    tokenizer, records: Sequence[dict], *, raw_prompt: bool = False, temperature: float = 1.0
+) -> list[ForcedSample]:
+    """Tokenize prompt/completion records like the sampler does.
+
+    The prompt is rendered with the chat template (`render_prompt`) unless
+    `raw_prompt`; both parts are tokenized without added special tokens.
+    A record's own `temperature` wins over the default; `finish_reason`
+    defaults to "stop" (the completion ended with the stop token).
+    """
+    from evalkit.sampling import render_prompt
+
+    out = []
+    for r in records:
+        prompt = r["prompt"] if raw_prompt else render_prompt(tokenizer, r["prompt"])
+        p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        c_ids = tokenizer(r["completion"], add_special_tokens=False)["input_ids"]
+        if not p_ids:
+            raise UsageError("a sample has an empty prompt: nothing to condition on")
+        temp = float(r.get("temperature", temperature))
+        stopped = r.get("finish_reason", "stop") == "stop"
+        out.append(ForcedSample(tuple(p_ids), tuple(c_ids), stopped, temp))
+    return out
