@@ -75,13 +75,24 @@ def test_nan_payload_change_counts_as_changed():
     assert s["changed_bits"] == 1 and s["changed_atol"] == 0 and s["nonfinite_pairs"] == 1
 
 
-def test_chunks_merge_to_the_same_figures():
+@pytest.mark.parametrize("moved", [700, 7000])  # the sparse (<= 1/4 changed) and dense paths
+def test_chunks_merge_to_the_same_figures(moved):
     rng = np.random.default_rng(0)
     a = rng.standard_normal(10_000).astype(np.float32)
     b = a.copy()
-    idx = rng.choice(a.size, 700, replace=False)
-    b[idx] += rng.standard_normal(700).astype(np.float32)
+    idx = rng.choice(a.size, moved, replace=False)
+    b[idx] += rng.standard_normal(moved).astype(np.float32) * np.float32(0.01)
     whole = run(a.view(np.uint32), b.view(np.uint32), a, b)
+    d = b.astype(np.float64) - a  # the definitions, computed directly
+    assert whole["changed_bits"] == moved
+    assert whole["changed_atol"] == np.count_nonzero(np.abs(d) > 1e-5)
+    assert whole["changed_rel"] == np.count_nonzero(np.abs(d) > W.BF16_RTOL * np.abs(a))
+    assert whole["update_norm"] == pytest.approx(np.sqrt((d**2).sum()), rel=1e-6)
+    assert whole["max_abs_update"] == pytest.approx(np.abs(d).max(), rel=1e-6)
+    top = np.sort(d**2)[::-1]
+    for q in W.CONCENTRATION_QS:  # histogram estimate vs a sort: within the cut bin's spread
+        exact = top[: math.ceil(q * d.size)].sum() / top.sum()
+        assert whole[f"top_{q * 100:g}pct_share"] == pytest.approx(exact, rel=0.02)
     acc = W.new_stats()
     for lo in range(0, a.size, 999):
         x, y = a[lo:lo + 999], b[lo:lo + 999]
@@ -89,7 +100,7 @@ def test_chunks_merge_to_the_same_figures():
     parts = W.finish_stats(acc)
     for key, value in whole.items():
         assert parts[key] == pytest.approx(value, rel=1e-6), key
-    assert parts["changed_bits"] == 700
+    assert parts["changed_bits"] == moved
 
 
 def test_concentration_is_exact_against_a_sort_for_distinct_bins():
