@@ -24,6 +24,9 @@ __all__ = ["Grader"]
 
 
 def _worker(conn, spec: TaskSpec) -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     score = scorer_for(spec)
     while True:
         try:
