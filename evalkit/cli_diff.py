@@ -24,6 +24,7 @@ def diff(
     rank: Annotated[bool, typer.Option("--rank", help="Also compute rank(delta)/min(shape) of every 2-D update (SVD: slow for big matrices).")] = False,
     out: Annotated[Path | None, typer.Option(help="Folder for diff.json (summary) and tensors.csv (one row per tensor); overlap.csv with three checkpoints.")] = None,
     top: Annotated[int, typer.Option(help="Most-changed layers to show.")] = 8,
+    workers: Annotated[int, typer.Option(help="Tensors compared at once (threads); memory grows with it.")] = 2,
 ) -> None:
     """Changed fraction, update norms, concentration and overlap of checkpoint updates.
 
@@ -36,8 +37,10 @@ def diff(
         raise UsageError(f"got {len(models)} checkpoints: give BASE OTHER, or BASE A B")
     if not (atol >= 0 and rtol >= 0):
         raise UsageError("--atol and --rtol must be >= 0")
+    if workers < 1:
+        raise UsageError("--workers must be >= 1")
     with _progress() as progress:
-        result = diff_checkpoints(list(models), DiffOptions(atol=atol, rtol=rtol, rank=rank),
+        result = diff_checkpoints(list(models), DiffOptions(atol=atol, rtol=rtol, rank=rank, workers=workers),
                                   progress=progress)
     print_diff(result.summary, top)
     if out is not None:

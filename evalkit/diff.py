@@ -21,9 +21,13 @@ runs an SVD: memory and time grow with the largest matrix.
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +81,7 @@ class DiffOptions:
     rtol: float = W.BF16_RTOL
     rank: bool = False
     chunk_elems: int = 1 << 18  # 1 MB float32 temporaries: cache-friendly, bounded memory
+    workers: int = 2  # tensors processed at once (threads)
 
 
 @dataclass(frozen=True)
@@ -307,6 +312,41 @@ def _diff_tensor(reader: _Reader, entries: tuple, opts: DiffOptions, on_bytes) -
     return accs, overlap, ranks
 
 
+def _stream(pairs: list[tuple], opts: DiffOptions, sides: int, on_bytes):
+    """Yield (entries, accs, overlap, ranks) per tensor, in order; `opts.workers` threads.
+
+    numpy releases the GIL inside its loops, so tensors overlap on several cores. At most
+    2 x workers tensors are in flight, which keeps memory bounded (one reader per thread).
+    """
+    readers: queue.SimpleQueue = queue.SimpleQueue()
+    made = [_Reader(sides, opts.chunk_elems * 8) for _ in range(max(1, opts.workers))]
+    for reader in made:
+        readers.put(reader)
+
+    def one(entries: tuple) -> tuple:
+        reader = readers.get()
+        try:
+            return (entries, *_diff_tensor(reader, entries, opts, on_bytes))
+        finally:
+            readers.put(reader)
+
+    try:
+        if opts.workers <= 1:
+            yield from map(one, pairs)
+            return
+        with ThreadPoolExecutor(opts.workers) as pool:
+            window: collections.deque = collections.deque()
+            for entries in pairs:
+                window.append(pool.submit(one, entries))
+                if len(window) >= 2 * opts.workers:
+                    yield window.popleft().result()
+            while window:
+                yield window.popleft().result()
+    finally:
+        for reader in made:
+            reader.close()
+
+
 def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progress=None) -> DiffResult:
     """Compare BASE with OTHER (or BASE with A and B): see the module docstring.
 
@@ -322,31 +362,27 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
                          f"({len(problems['mismatched'])} shape/dtype mismatches)")
     labels = ["other"] if len(cps) == 2 else ["A", "B"]
     total = sum(e.end - e.start for group in pairs for e in group)
-    done = [0]
+    done, lock = [0], threading.Lock()
 
     def on_bytes(nbytes: int) -> None:
-        done[0] += nbytes
-        if progress:
-            progress(done[0], total)
+        with lock:
+            done[0] += nbytes
+            if progress:
+                progress(done[0], total)
 
     groups = {lab: {"overall": W.new_stats(), "kinds": {}, "layers": {}} for lab in labels}
     ov_groups = {"overall": W.new_overlap(), "kinds": {}, "layers": {}}
     rows, ov_rows = [], []
-    reader = _Reader(len(cps), opts.chunk_elems * 8)
-    try:
-        for entries in pairs:
-            accs, overlap, ranks = _diff_tensor(reader, entries, opts, on_bytes)
-            name = entries[0].name
-            kind, layer = W.module_kind(name), W.layer_index(name)
-            for lab, acc, rank in zip(labels, accs, ranks, strict=True):
-                rows.append(_row(entries[0], lab, kind, layer, W.finish_stats(acc), rank))
-                _add(groups[lab], kind, layer, acc, W.new_stats, W.merge_stats)
-            if overlap is not None:
-                ov_rows.append({"tensor": name, "kind": kind, "layer": layer,
-                                **W.finish_overlap(overlap)})
-                _add(ov_groups, kind, layer, overlap, W.new_overlap, _sum_into)
-    finally:
-        reader.close()
+    for entries, accs, overlap, ranks in _stream(pairs, opts, len(cps), on_bytes):
+        name = entries[0].name
+        kind, layer = W.module_kind(name), W.layer_index(name)
+        for lab, acc, rank in zip(labels, accs, ranks, strict=True):
+            rows.append(_row(entries[0], lab, kind, layer, W.finish_stats(acc), rank))
+            _add(groups[lab], kind, layer, acc, W.new_stats, W.merge_stats)
+        if overlap is not None:
+            ov_rows.append({"tensor": name, "kind": kind, "layer": layer,
+                            **W.finish_overlap(overlap)})
+            _add(ov_groups, kind, layer, overlap, W.new_overlap, _sum_into)
     summary = _summary(cps, labels, opts, groups, ov_groups, rows, problems)
     return DiffResult(summary, rows, ov_rows)
 
