@@ -404,3 +404,18 @@ def test_cli_three_way_writes_overlap(tmp_path):
     overlap = json.loads((out / "diff.json").read_text())["overlap"]["overall"]
     assert overlap["jaccard"] == 1.0 and overlap["cosine"] == pytest.approx(1.0)
     assert (out / "overlap.csv").read_text().count("\n") == len(SHAPES) + 1
+
+
+def test_nan_and_inf_in_checkpoints_are_counted(tmp_path):
+    base = base_values("BF16")
+    other = planted(base)
+    base["model.embed_tokens.weight"].reshape(-1)[[1, 2]] = np.nan  # same NaN on both sides
+    other["model.embed_tokens.weight"].reshape(-1)[[1, 2]] = np.nan
+    other["model.layers.1.self_attn.q_proj.weight"].reshape(-1)[9] = np.inf
+    dirs = [save(tmp_path / k, v, "BF16") for k, v in (("b", base), ("o", other))]
+    s = diff_checkpoints([str(d) for d in dirs]).summary["updates"]["other"]["overall"]
+    assert (s["nan_base"], s["nan_other"], s["inf_base"], s["inf_other"]) == (2, 2, 0, 1)
+    assert s["nonfinite_pairs"] == 3
+    assert s["changed_bits"] == expected(list(SHAPES), base)["changed"] + 1  # the Inf
+    assert s["update_norm"] == pytest.approx(math.sqrt(expected(list(SHAPES), base)["sq"]))
+    assert math.isfinite(s["weight_norm"])
