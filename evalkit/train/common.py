@@ -1,0 +1,240 @@
+"""What the trainers share: seeds, the task and reward, checkpoints, the metrics log, resume.
+
+    evalkit train grpo --out runs/grpo   # then rerun the same command to resume
+
+Output folder (one per trainer run or stage):
+    run.json        the run's settings; a different run in the folder is refused
+    metrics.jsonl   one line per step, TRL metric names where one exists
+    step-000010/    plain Hugging Face checkpoint (safetensors + tokenizer +
+                    trainer_state.json; GRPO's last one also optimizer.pt)
+    summary.json    written when the run completes: final checkpoint, steps
+
+Resume: the newest complete `step-*` folder (folders are renamed into place
+only when fully written) is loaded, metrics lines after its step are dropped,
+and training continues. Every random choice of step t is seeded from
+`(seed, t)` alone, so a resumed run draws the same prompts, noise and samples
+as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.runstore import write_json_atomic
+
+__all__ = [
+    "derive_seed",
+    "Checkpoint",
+    "latest_checkpoint",
+    "save_checkpoint",
+    "MetricsLog",
+    "load_training_task",
+    "pick_problems",
+    "rewards_of",
+    "train_progress",
+    "open_run",
+    "decode_and_grade",
+    "completion_metrics",
+]
+
+STEP_DIR = re.compile(r"^step-(\d{6,})$")
+STATE_FILE = "trainer_state.json"
+
+
+def derive_seed(*parts) -> int:
+    """A 63-bit seed from any parts, e.g. `(run_seed, "es", step, member)`, by hashing."""
+    key = "\x1f".join(map(str, parts)).encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    path: Path
+
+
+def step_dir(out: Path, step: int) -> Path:
+    return Path(out) / f"step-{step:06d}"
+
+
+def latest_checkpoint(out: Path) -> Checkpoint | None:
+    """The complete checkpoint with the highest step, or None."""
+    found = []
+    for child in Path(out).iterdir() if Path(out).is_dir() else []:
+        match = STEP_DIR.match(child.name)
+        if match and (child / STATE_FILE).is_file():
+            found.append(Checkpoint(int(match.group(1)), child))
+    return max(found, key=lambda c: c.step, default=None)
+
+
+def save_checkpoint(model, tokenizer, out: Path, step: int, state: dict, *, optimizer=None) -> Path:
+    """Write `out/step-NNNNNN/` atomically (temporary folder, then rename).
+
+    With an optimizer its state goes into `optimizer.pt`, and older
+    checkpoints lose theirs (only the newest is needed to resume).
+    """
+    import torch
+
+    final = step_dir(out, step)
+    tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    if optimizer is not None:
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    write_json_atomic(tmp / STATE_FILE, {"step": step, **state})
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    if optimizer is not None:
+        for old in Path(out).glob("step-*/optimizer.pt"):
+            if old.parent != final:
+                old.unlink()
+    return final
+
+
+class MetricsLog:
+    """`metrics.jsonl`: one JSON line per step, appended with a single write."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def records(self) -> list[dict]:
+        from evalkit.runstore import read_samples
+
+        return read_samples(self.path)
+
+    def keep_through(self, step: int) -> None:
+        """Drop lines after `step` (work redone on resume) and any torn line."""
+        kept = [r for r in self.records() if r.get("step", 0) <= step]
+        tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        os.replace(tmp, self.path)
+
+    def append(self, record: dict) -> None:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (json.dumps(record) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def load_training_task(name: str, size: int, seed: int, config: str):
+    """The task, refusing one whose scorer cannot be built (no reward)."""
+    from evalkit.passk import parse_task_config
+    from evalkit.tasks import load_task, scorer_for
+
+    task = load_task(name, size=size, seed=seed, config=parse_task_config(config))
+    try:
+        scorer_for(task.spec)
+    except UsageError as exc:
+        raise UsageError(f"{exc}: a trainer needs a task with a scorer for its reward") from None
+    return task
+
+
+def pick_problems(problems, k: int, seed: int) -> list:
+    """k distinct problems drawn with a seeded generator (all when k >= len)."""
+    import random
+
+    if k >= len(problems):
+        return list(problems)
+    return random.Random(seed).sample(list(problems), k)
+
+
+def rewards_of(grades) -> list[float]:
+    """Reward 1.0 for a correct answer, else 0.0 (the evaluation scorer's outcome)."""
+    return [1.0 if g.outcome == "correct" else 0.0 for g in grades]
+
+
+@contextlib.contextmanager
+def train_progress(label: str):
+    """A rich bar on stderr; yields `update(step, total, reward)` showing step, reward, ETA.
+
+    The bar starts on the first update, at the step a resumed run begins from.
+    """
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(
+        TextColumn(f"[bold]{label}"),
+        BarColumn(),
+        TextColumn("step {task.completed}/{task.total}"),
+        TextColumn("reward {task.fields[reward]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+    )
+    state: dict = {}
+
+    def update(step: int, total: int, reward: float) -> None:
+        if not state:
+            state["task"] = bar.add_task(label, total=total, completed=step - 1, reward="-")
+            bar.start()
+        bar.update(state["task"], total=total, completed=step, reward=f"{reward:.3f}")
+
+    try:
+        yield update
+    finally:
+        bar.stop()
+
+
+IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", "iterations", "steps", "save_every"}
+
+
+def open_run(out: Path, kind: str, opts, task):
+    """Check or create the run folder; returns (RunDir, ModelRef, latest Checkpoint or None).
+
+    The identity stored in run.json: trainer kind, base model (name, weights
+    sha256, dtype), task identity and every option that changes the result;
+    the step count and save interval are left out so a run can be extended.
+    """
+    from dataclasses import asdict
+
+    from evalkit.models import resolve_model, weights_hash
+    from evalkit.runstore import RunDir
+
+    ref = resolve_model(opts.model)
+    settings = {
+        "kind": kind,
+        "model": {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": opts.dtype},
+        "task": task.spec.identity(),
+        "options": {k: v for k, v in asdict(opts).items() if k not in IDENTITY_EXCLUDED},
+    }
+    run = RunDir.open(out, settings)
+    return run, ref, latest_checkpoint(out)
+
+
+def decode_and_grade(tokenizer, grader, samples, problems) -> tuple[list[str], list[float]]:
+    """Completion texts (as `evalkit passk` decodes them) and their 0/1 rewards."""
+    texts = [tokenizer.decode(s.token_ids, skip_special_tokens=True) for s in samples]
+    jobs = [(text, problems[s.problem_index]) for text, s in zip(texts, samples, strict=True)]
+    return texts, rewards_of(grader.grade(jobs))
+
+
+def completion_metrics(samples) -> dict:
+    """TRL's `completions/*` and `entropy` (token-weighted mean, nats) for a list of samples."""
+    lengths = [s.num_tokens for s in samples]
+    tokens = sum(lengths)
+    ent = [s.mean_entropy * s.num_tokens for s in samples if s.mean_entropy is not None]
+    return {
+        "completions/mean_length": tokens / len(samples),
+        "completions/max_length": max(lengths),
+        "completions/clipped_ratio": sum(s.finish_reason == "length" for s in samples) / len(samples),
+        "entropy": sum(ent) / tokens if ent and tokens else None,
+    }
