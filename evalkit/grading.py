@@ -28,6 +28,7 @@ def _worker(conn, spec: TaskSpec) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     score = scorer_for(spec)
+    conn.send("ready")
     while True:
         try:
             job = conn.recv()
@@ -53,6 +54,21 @@ class _Slot:
         child.close()
         self.job: int | None = None
         self.started = 0.0
+
+    def wait_ready(self, timeout: float = 300.0) -> None:
+        """The worker says "ready" once its scorer is built; a worker that dies
+        first usually failed to import the caller's main module."""
+        try:
+            if self.conn.poll(timeout) and self.conn.recv() == "ready":
+                return
+        except (EOFError, OSError):
+            pass
+        self.kill()
+        raise RuntimeError(
+            f"a grader worker failed to start (exit code {self.proc.exitcode}). Workers re-import "
+            "the main module: a script that calls evalkit must guard its entry point with "
+            "`if __name__ == '__main__':`"
+        )
 
     def kill(self) -> None:
         self.proc.kill()
@@ -87,6 +103,8 @@ class Grader:
         """Grades in the order of `jobs`; never raises for one bad item."""
         if not self._slots:
             self._slots = [_Slot(self._ctx, self.spec) for _ in range(self.workers)]
+            for slot in self._slots:
+                slot.wait_ready()
         results: list[Grade | None] = [None] * len(jobs)
         pending = deque(range(len(jobs)))
         while pending or any(s.job is not None for s in self._slots):
@@ -119,4 +137,6 @@ class Grader:
 
     def _replace(self, slot: _Slot) -> None:
         slot.kill()
-        self._slots[self._slots.index(slot)] = _Slot(self._ctx, self.spec)
+        fresh = _Slot(self._ctx, self.spec)
+        fresh.wait_ready()
+        self._slots[self._slots.index(slot)] = fresh

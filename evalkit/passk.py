@@ -127,7 +127,9 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
             samples = sample_chunk(model, tokenizer, prompts, [p.id for p in part], cfg, stop_ids=stop)
             tokens_generated += sum(s.num_tokens for s in samples)
             by_key = {(part[s.problem_index].id, s.sample_index): s for s in samples}
-            texts = {key: tokenizer.decode(s.token_ids, skip_special_tokens=True) for key, s in by_key.items()}
+            # Special tokens stay in the text (the stop token is already cut), so the
+            # text re-tokenizes to the generated tokens for teacher-forced checks.
+            texts = {key: tokenizer.decode(s.token_ids, skip_special_tokens=False) for key, s in by_key.items()}
             grades = grader.grade([(texts[(p.id, j)], p) for p, j in missing])
             records = [
                 _record(p, j, texts[(p.id, j)], by_key[(p.id, j)], g) for (p, j), g in zip(missing, grades, strict=True)
