@@ -120,7 +120,6 @@ def load_model(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu"):
     """Load (model, tokenizer) in eval mode; corrupt files become a UsageError."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()

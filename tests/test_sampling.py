@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 
 from evalkit.models import load_model, resolve_model
-from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk, sample_seed, stop_token_ids
+from evalkit.sampling import (
+    SamplingConfig,
+    render_prompt,
+    sample_chunk,
+    sample_seed,
+    stop_token_ids,
+)
 
 
 @pytest.fixture(scope="module")
