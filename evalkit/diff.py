@@ -296,8 +296,8 @@ def _diff_tensor(reader: _Reader, entries: tuple, opts: DiffOptions, on_bytes) -
         bits = [reader.bits(i, e, first, count) for i, e in enumerate(entries)]
         vals = [reader.values(i, e, b) for i, (e, b) in enumerate(zip(entries, bits, strict=True))]
         deltas = []
-        for j in range(1, ups + 1):
-            d = W.delta(vals[0], vals[j])
+        for j in range(1, ups + 1):  # deltas are needed whole only for overlap and rank
+            d = W.delta(vals[0], vals[j]) if overlap is not None or full is not None else None
             W.chunk_stats(accs[j - 1], bits[0], bits[j], vals[0], vals[j], d,
                           atol=opts.atol, rtol=opts.rtol)
             deltas.append(d)

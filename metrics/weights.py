@@ -1,8 +1,8 @@
 """Parameter-update statistics on arrays: sparsity, norms, concentration, rank, overlap.
 
-    from metrics.weights import chunk_stats, delta, finish_stats, new_stats
+    from metrics.weights import chunk_stats, finish_stats, new_stats
     acc = new_stats()
-    chunk_stats(acc, a_bits, b_bits, a, b, delta(a, b), atol=1e-5)  # once per chunk
+    chunk_stats(acc, a_bits, b_bits, a, b, atol=1e-5)  # once per chunk
     print(finish_stats(acc)["changed_frac_bits"])
 
 Source: Mukherjee et al. 2025 (arXiv 2505.11711), "RL finetunes small subnetworks":
@@ -90,17 +90,25 @@ def new_stats(hist: bool = True) -> dict:
     return stats
 
 
-def chunk_stats(acc, a_bits, b_bits, a, b, d, *, atol: float, rtol: float = BF16_RTOL) -> dict:
+def chunk_stats(acc, a_bits, b_bits, a, b, d=None, *, atol: float, rtol: float = BF16_RTOL) -> dict:
     """Add one chunk into the accumulator `acc` (from `new_stats()`) and return it.
 
-    Inputs: raw bit patterns of base and other, their float values `a`, `b`, and `d = b - a`.
-    `d` is modified in place: entries where either side is NaN/Inf are set to 0 (and counted).
+    Inputs: raw bit patterns of base and other, their float values `a`, `b`, and optionally
+    `d = delta(a, b)`; a given `d` is modified in place (entries where either side is NaN/Inf
+    set to 0, and counted). Without `d`, a sparse chunk computes deltas only where bits differ.
     """
     n = int(a.size)
     moved = a_bits != b_bits
     changed = int(np.count_nonzero(moved))
+    where = np.flatnonzero(moved) if 0 < changed <= n // 4 else None  # index + gather: 4x
+    lazy, only_moved = d is None, False  # cheaper than a boolean mask; d = 0 where bits agree
+    if lazy and changed:
+        only_moved = where is not None
+        d = delta(a[where], b[where]) if only_moved else delta(a, b)
     sq_w, sq_u = float(np.dot(a, a)), (float(np.dot(d, d)) if changed else 0.0)
     if not (math.isfinite(sq_w) and math.isfinite(sq_u)):
+        if lazy:
+            d, only_moved = delta(a, b), False
         sq_w, sq_u = _nonfinite(acc, a, b, d)
     acc["n"] += n
     acc["changed_bits"] += changed
@@ -109,9 +117,8 @@ def chunk_stats(acc, a_bits, b_bits, a, b, d, *, atol: float, rtol: float = BF16
     if changed == 0 or sq_u == 0.0:
         acc["hist_count"][0] += n  # every delta is 0 (a +0/-0 flip has a zero delta)
         return acc
-    if changed <= n // 4:  # sparse: d is 0 wherever the bits are equal, so look only at the rest
-        where = np.flatnonzero(moved)  # index + gather: 4x cheaper than a boolean mask
-        a, d = a[where], d[where]
+    if where is not None:
+        a, d = a[where], (d if only_moved else d[where])
         acc["hist_count"][0] += n - changed
     _delta_stats(acc, np.abs(d), a, atol, rtol)
     return acc
