@@ -60,6 +60,7 @@ Dynamic = Annotated[bool, typer.Option(help="DAPO dynamic sampling: keep groups 
 Rounds = Annotated[int, typer.Option(help="Sampling rounds allowed per step with --dynamic-sampling.")]
 Updates = Annotated[int, typer.Option(help="AdamW steps per sampled batch (TRL num_iterations; >1 makes clipping active).")]
 GradNorm = Annotated[float, typer.Option(help="Gradient clipping norm.")]
+WeightDecay = Annotated[float, typer.Option(help="AdamW weight decay (TRL: 0.0).")]
 MicroBatch = Annotated[int, typer.Option(help="Sequences per forward/backward (memory, not the result).")]
 
 
@@ -92,7 +93,7 @@ def grpo(
     epsilon: Epsilon = 0.2, epsilon_high: EpsilonHigh = None, beta: Beta = 0.0,
     scale_rewards: ScaleRewards = "group", dynamic_sampling: Dynamic = False,
     max_sampling_rounds: Rounds = 4, updates_per_batch: Updates = 1, max_grad_norm: GradNorm = 1.0,
-    micro_batch: MicroBatch = 8, temperature: Temperature = 1.0, top_p: TopP = 1.0,
+    weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 8, temperature: Temperature = 1.0, top_p: TopP = 1.0,
     max_new_tokens: MaxNew = 256, seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto",
     save_every: SaveEvery = 10, grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
 ) -> None:
@@ -119,7 +120,7 @@ def es_grpo(
     epsilon: Epsilon = 0.2, epsilon_high: EpsilonHigh = None, beta: Beta = 0.0,
     scale_rewards: ScaleRewards = "group", dynamic_sampling: Dynamic = False,
     max_sampling_rounds: Rounds = 4, updates_per_batch: Updates = 1, max_grad_norm: GradNorm = 1.0,
-    micro_batch: MicroBatch = 8, temperature: Temperature = 1.0, top_p: TopP = 1.0,
+    weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 8, temperature: Temperature = 1.0, top_p: TopP = 1.0,
     max_new_tokens: MaxNew = 256, seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto",
     save_every: SaveEvery = 10, grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
 ) -> None:

@@ -320,7 +320,9 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
         ref_model, _ = load_model(ref, dtype=opts.dtype, device=device)
         ref_model.requires_grad_(False)
     optimizer = make_optimizer(model, opts)
-    if ckpt and (ckpt.path / "optimizer.pt").is_file():
+    if ckpt:
+        if not (ckpt.path / "optimizer.pt").is_file():
+            raise UsageError(f"{ckpt.path}: no optimizer.pt, so the run cannot resume exactly; use another --out")
         optimizer.load_state_dict(torch.load(ckpt.path / "optimizer.pt", map_location=device))
     stop = stop_token_ids(model, tokenizer)
     with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
