@@ -88,3 +88,5 @@ from evalkit.cli_forgetting import forgetting  # noqa: E402
 app.command("forgetting")(handle_errors(forgetting))
 from evalkit.cli_train import train_app  # noqa: E402
 app.add_typer(train_app, name="train")
+from evalkit.cli_report import report  # noqa: E402
+app.command("report")(handle_errors(report))

@@ -1,0 +1,126 @@
+"""One self-contained comparison report from passk runs and the other commands' outputs.
+
+    from analyses.report import build_report
+    result = build_report(["runs/base", "runs/grpo", "reports/diff"], Path("reports/study"), title="Study")
+    result.sections   # keys of the sections present, e.g. ("summary", "passk", "coverage", ...)
+    result.problems   # [(path, why)] inputs that could not be used (also in the report)
+
+Sections, each present only when its data was given: summary (always: only
+differences whose interval excludes 0), problems (inputs that could not be
+used), passk, coverage (two or more runs of one task sharing problems),
+entropy, weights, forgetting, length, groups, inputs (always). See
+inputs.py for how inputs are recognised, document.py for the files written.
+
+Limits: everything is held in memory (fine for runs of ~100k samples); the
+summary's pass@k intervals are per k, not adjusted for looking at several k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from analyses.report.document import Section, Table, write_document
+from analyses.report.inputs import Found, discover
+from analyses.report.model_sections import forgetting_findings, forgetting_section, weights_section
+from analyses.report.passk_sections import (
+    CONFIDENCE,
+    N_BOOT,
+    compare_runs,
+    coverage_section,
+    passk_findings,
+    passk_section,
+    run_labels,
+)
+from analyses.report.sample_sections import entropy_section, groups_section, length_section
+
+__all__ = ["ReportResult", "build_report", "build_sections", "SECTION_ORDER"]
+
+SECTION_ORDER = ("summary", "problems", "passk", "coverage", "entropy", "weights", "forgetting",
+                 "length", "groups", "inputs")
+GUARDED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError)
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    out: Path
+    written: tuple[Path, ...]
+    sections: tuple[str, ...]
+    problems: tuple[tuple[str, str], ...]
+
+
+def _summary(findings: list[str], found: Found) -> Section:
+    method = (f"Differences listed here have a {int(CONFIDENCE * 100)}% interval that excludes 0: pass@k "
+              f"from a paired percentile bootstrap over the problems both runs share ({N_BOOT} resamples, "
+              "seed 0, each k on its own, not adjusted for several k); forgetting from evalkit forgetting's "
+              "paired bootstrap over benchmark items. Everything else is in the sections below.")
+    if findings:
+        return Section("summary", "Summary", (method, tuple(findings)))
+    comparable = len(found.runs) > 1 or found.of("forgetting")
+    text = ("No difference between the inputs is statistically supported." if comparable
+            else "Nothing to compare statistically: give two or more passk runs of one task, "
+                 "or a forgetting output.")
+    return Section("summary", "Summary", (method, text))
+
+
+def _inputs(found: Found, labels: dict) -> Section:
+    blocks: list = [Table("inputs", "Inputs recognised (by the kind recorded in their files)",
+                          pd.DataFrame(found.listing, columns=["path", "holds", "what"]))]
+    if found.runs:
+        rows = [{"run": labels[id(r)], "model": (r.summary.get("model") or {}).get("name"),
+                 "dtype": (r.summary.get("model") or {}).get("dtype"),
+                 "task": (r.summary.get("task") or {}).get("name"),
+                 "problems": int(r.samples["problem_id"].nunique()), "samples": len(r.samples),
+                 "temperature": (r.summary.get("sampling") or {}).get("temperature"),
+                 "complete": r.summary.get("complete"), "path": str(r.path)} for r in found.runs]
+        blocks.append(Table("runs", "passk runs (identity from summary.json)", pd.DataFrame(rows)))
+    return Section("inputs", "Inputs", tuple(blocks))
+
+
+def _problems(found: Found) -> Section | None:
+    if not found.problems:
+        return None
+    items = tuple(f"{path}: {why}" for path, why in found.problems)
+    return Section("problems", "Inputs that could not be used", (items,))
+
+
+def build_sections(found: Found) -> list[Section]:
+    """All sections for what `found` holds, in SECTION_ORDER; a section whose inputs turn out
+    malformed is left out and the reason added to found.problems."""
+    runs, labels = found.runs, run_labels(found.runs)
+    comparisons = _guard(found, "passk comparisons", lambda: compare_runs(runs, labels)) or []
+    builders = {
+        "passk": lambda: passk_section(runs, labels, comparisons) if runs else None,
+        "coverage": lambda: coverage_section(comparisons) if comparisons else None,
+        "entropy": lambda: entropy_section(runs, labels, found.of("entropy"), found.trainers),
+        "weights": lambda: weights_section(found.of("diff")),
+        "forgetting": lambda: forgetting_section(found.of("forgetting")),
+        "length": lambda: length_section(runs, labels, found.of("length")),
+        "groups": lambda: groups_section(runs, labels, found.of("groups"), found.trainers),
+    }
+    body = [s for key, make in builders.items() if (s := _guard(found, f"{key} section", make))]
+    findings = passk_findings(comparisons) + (_guard(
+        found, "forgetting summary", lambda: forgetting_findings(found.of("forgetting"))) or [])
+    head = [_summary(findings, found)]
+    tail = [_inputs(found, labels)]
+    problems = _problems(found)  # last: builders may have added problems
+    return [*head, *([problems] if problems else []), *body, *tail]
+
+
+def _guard(found: Found, what: str, make):
+    try:
+        return make()
+    except GUARDED as exc:
+        found.problems.append((what, f"left out: malformed input ({type(exc).__name__}: {exc})"))
+        return None
+
+
+def build_report(paths: Sequence[str | Path], out: Path, *, title: str = "evalkit report") -> ReportResult:
+    """Discover the inputs, build every section their data allows, write DIR (see document.py)."""
+    found = discover(paths)
+    sections = build_sections(found)
+    written = write_document(title, sections, Path(out))
+    return ReportResult(Path(out), tuple(written), tuple(s.key for s in sections), tuple(found.problems))
