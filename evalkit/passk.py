@@ -6,6 +6,14 @@ Problems are processed in fixed chunks of `max(1, batch_size // n)` problems
 in task order, so a resumed run recomputes exactly the chunks it had and
 draws bitwise the same samples (see evalkit.sampling). Only samples missing
 from `samples.jsonl` are appended.
+
+Float results on CPU depend on torch's thread count, so the sampler runs
+with a fixed `threads` (recorded as `cpu_threads` in run.json): a resume or
+a Ray run (evalkit.scale) with the same threads draws the same samples.
+Sampling is done by a chunk executor: `LocalChunks` (one model replica in
+this process) by default; `run_passk(..., executor=...)` plugs in another
+(evalkit.scale.ray_passk, evalkit.scale.vllm_backend) that may return chunks
+in any order; the driver grades and appends what it does not already have.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import json
 import platform
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -22,7 +30,7 @@ from evalkit.errors import UsageError
 from evalkit.runstore import RunDir
 from evalkit.sampling import SamplingConfig
 
-__all__ = ["PasskOptions", "run_passk", "summarize"]
+__all__ = ["PasskOptions", "LocalChunks", "run_passk", "summarize", "chunk_problems"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ class PasskOptions:
     grade_timeout: float = 10.0
     confidence: float = 0.95
     n_boot: int = 1000
+    threads: int = 0  # CPU threads per model replica; 0 = torch's default here
 
 
 def validate(opts: PasskOptions) -> None:
@@ -62,6 +71,8 @@ def validate(opts: PasskOptions) -> None:
         raise UsageError("--batch-size and --max-new-tokens must be at least 1")
     if opts.temperature < 0 or not 0 < opts.top_p <= 1:
         raise UsageError("--temperature must be >= 0 and --top-p in (0, 1]")
+    if opts.threads < 0:
+        raise UsageError(f"--threads {opts.threads}: give 1 or more (0 = torch's default)")
 
 
 def resolve_device(device: str) -> str:
@@ -84,11 +95,82 @@ def parse_task_config(text: str) -> dict:
     return config
 
 
-def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None) -> dict:
-    """Run (or resume) a pass@k run into `out`; returns the summary."""
+def cpu_threads(opts: PasskOptions, device: str) -> int | None:
+    """The intra-op thread count the samples depend on (None off CPU)."""
+    import torch
+
+    if not device.startswith("cpu"):
+        return None
+    return opts.threads or torch.get_num_threads()
+
+
+def chunk_problems(problems: Sequence, opts: PasskOptions) -> list:
+    """The run's fixed chunks: `max(1, batch_size // n)` problems each, in task order."""
+    size = max(1, opts.batch_size // opts.n)
+    return [problems[start : start + size] for start in range(0, len(problems), size)]
+
+
+class LocalChunks:
+    """One model replica in this process; samples chunks in order.
+
+    An executor has `tokenizer`, `sampling` (the settings that shape the
+    samples, for run.json), `extra` (fields added to every sample record),
+    `map(jobs)` yielding `(chunk index, {(problem id, j): (text, Sample)})`
+    for `jobs = [(chunk index, problems)]` in any order, and `close()`.
+    """
+
+    def __init__(self, ref, opts: PasskOptions, device: str):
+        import torch
+
+        from evalkit.models import load_model
+        from evalkit.sampling import stop_token_ids
+
+        self.threads_before = torch.get_num_threads()
+        if threads := cpu_threads(opts, device):
+            torch.set_num_threads(threads)
+        self.model, self.tokenizer = load_model(ref, dtype=opts.dtype, device=device)
+        self.stop = stop_token_ids(self.model, self.tokenizer)
+        self.cfg = sampling_config(opts)
+        self.sampling = self.cfg.effective()
+        self.extra: dict = {}
+
+    def map(self, jobs) -> Iterator[tuple[int, dict]]:
+        for index, part in jobs:
+            yield index, draw_chunk(self.model, self.tokenizer, part, self.cfg, self.stop)
+
+    def close(self) -> None:
+        import torch
+
+        torch.set_num_threads(self.threads_before)
+
+
+def sampling_config(opts: PasskOptions) -> SamplingConfig:
+    return SamplingConfig(opts.n, opts.temperature, opts.top_p, opts.max_new_tokens, opts.seed)
+
+
+def draw_chunk(model, tokenizer, part, cfg: SamplingConfig, stop) -> dict:
+    """{(problem id, j): (completion text, Sample)} for one chunk of problems."""
+    from evalkit.sampling import render_prompt, sample_chunk
+
+    prompts = [render_prompt(tokenizer, p.prompt) for p in part]
+    samples = sample_chunk(model, tokenizer, prompts, [p.id for p in part], cfg, stop_ids=stop)
+    # Special tokens stay in the text (the stop token is already cut), so the
+    # text re-tokenizes to the generated tokens for teacher-forced checks.
+    return {
+        (part[s.problem_index].id, s.sample_index): (tokenizer.decode(s.token_ids, skip_special_tokens=False), s)
+        for s in samples
+    }
+
+
+def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None, executor: Callable | None = None) -> dict:
+    """Run (or resume) a pass@k run into `out`; returns the summary.
+
+    `executor(ref, opts, device)` builds the chunk executor (default
+    `LocalChunks`); it loads its model replicas before `out` is touched.
+    """
     from evalkit.grading import Grader
-    from evalkit.models import load_model, resolve_model, weights_hash
-    from evalkit.sampling import render_prompt, sample_chunk, stop_token_ids
+    from evalkit.models import resolve_model, weights_hash
+    from evalkit.sampling import render_prompt
     from evalkit.tasks import load_task
 
     validate(opts)
@@ -96,55 +178,48 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     problems = task.problems[: opts.limit] if opts.limit else task.problems
     ref = resolve_model(opts.model)
     device = resolve_device(opts.device)
-    cfg = SamplingConfig(opts.n, opts.temperature, opts.top_p, opts.max_new_tokens, opts.seed)
     model_identity = {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": opts.dtype}
-    settings = {
-        "kind": "passk",
-        "model": model_identity,
-        "task": task.spec.identity(),
-        "problems": len(problems),
-        "sampling": cfg.effective(),
-        "batch_size": opts.batch_size,
-        "device": device,
-    }
-    model, tokenizer = load_model(ref, dtype=opts.dtype, device=device)  # fails before out is touched
-    run = RunDir.open(out, settings)
-    done = {(r["problem_id"], r["sample_index"]) for r in run.samples()}
-    stop = stop_token_ids(model, tokenizer)
-    chunk = max(1, opts.batch_size // opts.n)
-    started = time.monotonic()
-    tokens_generated = 0
-    total = len(problems) * opts.n
-    if progress:
-        progress(len(done), total, 0)
-    with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
-        for start in range(0, len(problems), chunk):
-            part = problems[start : start + chunk]
-            missing = [(p, j) for p in part for j in range(opts.n) if (p.id, j) not in done]
-            if not missing:
-                continue
-            prompts = [render_prompt(tokenizer, p.prompt) for p in part]
-            samples = sample_chunk(model, tokenizer, prompts, [p.id for p in part], cfg, stop_ids=stop)
-            tokens_generated += sum(s.num_tokens for s in samples)
-            by_key = {(part[s.problem_index].id, s.sample_index): s for s in samples}
-            # Special tokens stay in the text (the stop token is already cut), so the
-            # text re-tokenizes to the generated tokens for teacher-forced checks.
-            texts = {key: tokenizer.decode(s.token_ids, skip_special_tokens=False) for key, s in by_key.items()}
-            grades = grader.grade([(texts[(p.id, j)], p) for p, j in missing])
-            records = [
-                _record(p, j, texts[(p.id, j)], by_key[(p.id, j)], g) for (p, j), g in zip(missing, grades, strict=True)
-            ]
-            run.append(records)
-            done.update((p.id, j) for p, j in missing)
-            if progress:
-                progress(len(done), total, tokens_generated)
-    elapsed = time.monotonic() - started
-    summary = summarize(run.samples(), opts, problems, settings)
-    summary["model"]["path"] = ref.path
-    summary["first_prompt"] = render_prompt(tokenizer, problems[0].prompt)
-    summary["timing"] = {"seconds_this_session": round(elapsed, 2), "tokens_this_session": tokens_generated}
-    run.write_summary(summary)
-    return summary
+    chunks = chunk_problems(problems, opts)
+    ex = (executor or LocalChunks)(ref, opts, device)  # fails before out is touched
+    try:
+        settings = {
+            "kind": "passk",
+            "model": model_identity,
+            "task": task.spec.identity(),
+            "problems": len(problems),
+            "sampling": ex.sampling,
+            "batch_size": opts.batch_size,
+            "device": device,
+            "cpu_threads": cpu_threads(opts, device),
+        }
+        run = RunDir.open(out, settings)
+        done = {(r["problem_id"], r["sample_index"]) for r in run.samples()}
+        started = time.monotonic()
+        tokens_generated = 0
+        total = len(problems) * opts.n
+        if progress:
+            progress(len(done), total, 0)
+        jobs = [(i, part) for i, part in enumerate(chunks) if any((p.id, j) not in done for p in part for j in range(opts.n))]
+        with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+            for index, drawn in ex.map(jobs):
+                missing = [(p, j) for p in chunks[index] for j in range(opts.n) if (p.id, j) not in done]
+                tokens_generated += sum(s.num_tokens for _, s in drawn.values())
+                grades = grader.grade([(drawn[(p.id, j)][0], p) for p, j in missing])
+                run.append(
+                    _record(p, j, *drawn[(p.id, j)], g) | ex.extra for (p, j), g in zip(missing, grades, strict=True)
+                )
+                done.update((p.id, j) for p, j in missing)
+                if progress:
+                    progress(len(done), total, tokens_generated)
+        elapsed = time.monotonic() - started
+        summary = summarize(run.samples(), opts, problems, settings)
+        summary["model"]["path"] = ref.path
+        summary["first_prompt"] = render_prompt(ex.tokenizer, problems[0].prompt)
+        summary["timing"] = {"seconds_this_session": round(elapsed, 2), "tokens_this_session": tokens_generated}
+        run.write_summary(summary)
+        return summary
+    finally:
+        ex.close()
 
 
 def _record(problem, sample_index: int, text: str, sample, grade) -> dict:

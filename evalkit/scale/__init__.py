@@ -1,0 +1,43 @@
+"""Scale-out backends: Ray workers (passk chunks, ES population) and vLLM sampling.
+
+    evalkit passk smollm2-135m --n 16 --limit 200 --workers 2 --out runs/base
+    evalkit train es --out runs/es --population 30 --workers 2
+    evalkit passk MODEL --backend vllm --device cuda --out runs/vllm
+
+`ray_passk` and `es_ray` need the `ray` extra (`pip install 'evalkit[ray]'`),
+`vllm_backend` the `vllm` extra; both are imported only when asked for, and a
+missing one is a UsageError naming the install command.
+"""
+
+from __future__ import annotations
+
+from evalkit.errors import UsageError
+
+__all__ = ["import_ray", "start_ray"]
+
+
+def import_ray():
+    """The `ray` module, or a UsageError naming the extra to install."""
+    try:
+        import ray
+    except ImportError:
+        raise UsageError("--workers/--ray-address need Ray: pip install 'evalkit[ray]'") from None
+    return ray
+
+
+def start_ray(address: str | None, cpus: int):
+    """Join `address`, or start a local cluster with `cpus` CPUs; returns (ray, started_here).
+
+    A cluster already initialised in this process (e.g. by a test) is used as is.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        return ray, False
+    if address:
+        try:
+            ray.init(address=address, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UsageError(f"--ray-address {address}: cannot join the Ray cluster ({exc})") from exc
+    else:
+        ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    return ray, True
