@@ -49,8 +49,9 @@ DTYPES = {
 }
 MAX_HEADER = 100_000_000  # safetensors' own limit
 INDEX = "model.safetensors.index.json"
-ARCH_KEYS = ("model_type", "architectures", "hidden_size", "num_hidden_layers",
-             "intermediate_size", "num_attention_heads", "num_key_value_heads", "vocab_size")
+# config.json keys that must agree; a resized vocabulary is a listed shape mismatch instead
+ARCH_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size",
+             "num_attention_heads", "num_key_value_heads")
 
 
 @dataclass(frozen=True)
