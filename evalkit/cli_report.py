@@ -27,7 +27,7 @@ def report(
 
     result = build_report(inputs, out, title=title)
     for path, why in result.problems:
-        err_console.print(f"[yellow]not used[/yellow] {path}: {why}")
-    console.print(f"sections: {', '.join(result.sections)}")
+        err_console.print(f"[yellow]not used[/yellow] {path}: {why}", soft_wrap=True, markup=True, highlight=False)
+    console.print(f"sections: {', '.join(result.sections)}", soft_wrap=True)
     console.print(f"wrote {result.out / 'index.html'}, {result.out / 'report.md'} and "
-                  f"{len(result.written) - 2} figures/tables under {result.out}")
+                  f"{len(result.written) - 2} figures/tables under {result.out}", soft_wrap=True)

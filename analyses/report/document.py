@@ -35,7 +35,7 @@ CSS = """
 body{font-family:"DejaVu Sans",Arial,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;
 color:#111;line-height:1.45}
 h1{border-bottom:2px solid #333}h2{border-bottom:1px solid #999;margin-top:2em}
-table{border-collapse:collapse;margin:.6em 0;font-size:.86em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.86em}.scroll{overflow-x:auto;max-width:100%}
 th,td{border:1px solid #999;padding:2px 6px;text-align:right}th{background:#eee}
 td:first-child,th:first-child{text-align:left}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ccc}
@@ -88,8 +88,8 @@ def _html_table(t: Table) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in t.frame.columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>"
                    for row in _rows(t.frame))
-    return (f'<table id="tab-{t.name}"><caption>{html.escape(t.caption)} '
-            f'<small>(tables/{t.name}.csv)</small></caption><tr>{head}</tr>{body}</table>')
+    return (f'<div class="scroll"><table id="tab-{t.name}"><caption>{html.escape(t.caption)} '
+            f'<small>(tables/{t.name}.csv)</small></caption><tr>{head}</tr>{body}</table></div>')
 
 
 def _html_block(block) -> str:

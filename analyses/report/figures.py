@@ -21,6 +21,8 @@ import functools
 import io
 from collections.abc import Sequence
 
+import numpy as np
+
 __all__ = ["STYLES", "DPI", "line_chart", "panels", "dot_chart", "stacked_bars", "scatter_fit"]
 
 DPI = 100
@@ -93,13 +95,22 @@ def line_chart(series: Sequence[dict], *, xlabel: str, ylabel: str, title: str =
     fig = _figure(width, height)
     ax = fig.add_subplot()
     _draw_lines(ax, series, log2x)
+    _finish(ax, xlabel, ylabel, title, ylim, legend=bool(series))
     for j, m in enumerate(marks):
         ax.axvline(m["x"], color="#555555", linestyle=(0, (2, 2)), linewidth=1.0)
-        ax.annotate(m["text"], (m["x"], 0.02 + 0.07 * (j % 4)), xycoords=("data", "axes fraction"),
-                    xytext=(4, 0), textcoords="offset points", fontsize=8,
+        right = _axis_fraction(ax, m["x"]) > 0.5  # text on the side with room, inside the axes
+        ax.annotate(m["text"], (m["x"], 0.03 + 0.08 * (j % 4)), xycoords=("data", "axes fraction"),
+                    xytext=(-4 if right else 4, 0), textcoords="offset points", fontsize=8,
+                    ha="right" if right else "left",
                     bbox={"boxstyle": "round", "fc": "white", "ec": "#888888", "alpha": 0.9})
-    _finish(ax, xlabel, ylabel, title, ylim, legend=bool(series))
     return _png(fig)
+
+
+def _axis_fraction(ax, x: float) -> float:
+    lo, hi = ax.get_xlim()
+    if ax.get_xscale() == "log":
+        lo, hi, x = np.log(lo), np.log(hi), np.log(x)
+    return (x - lo) / (hi - lo) if hi != lo else 0.5
 
 
 def _finish(ax, xlabel, ylabel, title, ylim, legend=True) -> None:
