@@ -89,7 +89,7 @@ def es(
 def grpo(
     out: Out, model: Model = "smollm2-135m", task: Task = "arith", task_size: TaskSize = 200,
     task_seed: TaskSeed = 0, task_config: TaskConfig = "{}", group_size: GroupSize = 8,
-    prompts_per_step: PromptsStep = 4, steps: Steps = 50, lr: Lr = 1e-6, loss: Loss = "grpo",
+    prompts_per_step: PromptsStep = 4, steps: Steps = 50, lr: Lr = 1e-6, loss: Loss = "dapo",
     epsilon: Epsilon = 0.2, epsilon_high: EpsilonHigh = None, beta: Beta = 0.0,
     scale_rewards: ScaleRewards = "group", dynamic_sampling: Dynamic = False,
     max_sampling_rounds: Rounds = 4, updates_per_batch: Updates = 1, max_grad_norm: GradNorm = 1.0,
@@ -116,7 +116,7 @@ def es_grpo(
     task_seed: TaskSeed = 0, task_config: TaskConfig = "{}", population: Population = 30,
     sigma: Sigma = 1e-3, alpha: Alpha = 5e-4, iterations: Iterations = 50,
     prompts_per_iteration: PromptsIt = 16, noise: Noise = "iid", group_size: GroupSize = 8,
-    prompts_per_step: PromptsStep = 4, steps: Steps = 50, lr: Lr = 1e-6, loss: Loss = "grpo",
+    prompts_per_step: PromptsStep = 4, steps: Steps = 50, lr: Lr = 1e-6, loss: Loss = "dapo",
     epsilon: Epsilon = 0.2, epsilon_high: EpsilonHigh = None, beta: Beta = 0.0,
     scale_rewards: ScaleRewards = "group", dynamic_sampling: Dynamic = False,
     max_sampling_rounds: Rounds = 4, updates_per_batch: Updates = 1, max_grad_norm: GradNorm = 1.0,

@@ -72,7 +72,9 @@ def test_plain_subtract_restore_is_not_exact_but_ours_is(tiny_model, dtype):
     assert any(not torch.equal(a, b) for a, b in zip(before, _bits(params), strict=True))
 
 
-def test_perturb_adds_sigma_times_the_stored_noise(tiny_model):
+@pytest.mark.parametrize("chunk", [es.CHUNK, 48])
+def test_perturb_adds_sigma_times_the_stored_noise(tiny_model, chunk, monkeypatch):
+    monkeypatch.setattr(es, "CHUNK", chunk)
     model = _model(tiny_model, "float32")
     params = es._params(model)
     start = [p.detach().clone() for p in params]
@@ -81,8 +83,10 @@ def test_perturb_adds_sigma_times_the_stored_noise(tiny_model):
         assert torch.equal(p.detach(), s + 1e-3 * e)
 
 
+@pytest.mark.parametrize("chunk", [es.CHUNK, 48])
 @pytest.mark.parametrize("noise", ["iid", "correlated"])
-def test_update_equals_reference_with_stored_noise(tiny_model, noise):
+def test_update_equals_reference_with_stored_noise(tiny_model, noise, chunk, monkeypatch):
+    monkeypatch.setattr(es, "CHUNK", chunk)  # 48: every tensor spans many chunks, some ragged
     model = _model(tiny_model, "float32")
     params = es._params(model)
     start = [p.detach().double() for p in params]

@@ -125,7 +125,11 @@ def checksums(params) -> list[int]:
     """Per-tensor sum of the raw bits (int64): any single changed element changes it."""
     import torch
 
-    return [int(_bits(p.data.view(-1)).sum(dtype=torch.int64)) for p in params]
+    sums = []
+    for p in params:  # chunked: an int64 copy of the embedding alone would be 226 MB
+        flat = _bits(p.data.view(-1))
+        sums.append(sum(int(flat[s : s + CHUNK].sum(dtype=torch.int64)) for s in range(0, flat.numel(), CHUNK)))
+    return sums
 
 
 def perturb_(params, member_seed: int, sigma: float, noise: str) -> dict:
@@ -165,18 +169,22 @@ def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> None:
 
     n_members = len(seeds)
     active = [(s, float(zn)) for s, zn in zip(seeds, z, strict=True) if zn != 0.0]
-    if not active:
-        return  # all rewards equal: the update vanishes (and +0.0 would flip -0.0 bits)
+    if not active or alpha == 0.0:
+        return  # all rewards equal: the update vanishes (and adding +0.0 would flip -0.0 bits)
     for i, p in enumerate(params):
-        streams = [(_noise(p, tensor_seed(s, i, noise)), zn) for s, zn in active]
+        # one generator per member, all drawing into one shared buffer: memory stays at two chunks
+        gens = [(torch.Generator(device=p.device).manual_seed(tensor_seed(s, i, noise)), zn) for s, zn in active]
         flat = p.data.view(-1)
+        eps = torch.empty(min(CHUNK, flat.numel()), dtype=torch.float32, device=p.device)
+        acc = torch.empty_like(eps)
         for start in range(0, flat.numel(), CHUNK):
             part = flat[start : start + CHUNK]
-            acc = torch.zeros(part.numel(), dtype=torch.float32, device=p.device)
-            for stream, zn in streams:
-                _, _, eps = next(stream)
-                acc.add_(eps, alpha=zn)
-            part.copy_((part.float() + acc.mul_(alpha / n_members)).to(part.dtype))
+            k = part.numel()
+            acc[:k].zero_()
+            for gen, zn in gens:
+                torch.randn(k, generator=gen, out=eps[:k])
+                acc[:k].add_(eps[:k], alpha=zn)
+            part.copy_((part.float() + acc[:k].mul_(alpha / n_members)).to(part.dtype))
 
 
 def _fitness(model, tokenizer, problems, grader, opts: ESOptions, stop) -> tuple[float, list]:

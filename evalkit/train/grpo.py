@@ -53,7 +53,7 @@ class GRPOOptions:
     prompts_per_step: int = 4
     steps: int = 50
     lr: float = 1e-6
-    loss: str = "grpo"
+    loss: str = "dapo"  # TRL 1.x default
     epsilon: float = 0.2
     epsilon_high: float | None = None  # None: same as epsilon (TRL); DAPO uses 0.28
     beta: float = 0.0
