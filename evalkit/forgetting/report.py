@@ -47,16 +47,17 @@ def print_forgetting(report: dict, out: Path | None) -> None:
     models = report["models"]
     stats = report["statistics"]
     table = Table(title=f"forgetting: {models['base']['name']} (base) -> {models['model']['name']} (model)")
-    for col in ("benchmark", "items", "base %", "model %", "diff (pts)",
-                f"{int(stats['confidence'] * 100)}% CI", "b / c", "McNemar p", "p (Holm)"):
-        table.add_column(col, justify="left" if col == "benchmark" else "right")
+    for col in ("benchmark", "n", "base%", "model%", "diff", f"{int(stats['confidence'] * 100)}% CI",
+                "b/c", "p", "p Holm"):
+        table.add_column(col, justify="left" if col == "benchmark" else "right", no_wrap=True)
     for r in report["benchmarks"]:
         m = r["mcnemar"]
         table.add_row(r["benchmark"], str(r["n"]), _pct(r["base_accuracy"]), _pct(r["model_accuracy"]),
-                      f"{100 * r['difference']:+.1f}", f"[{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]",
-                      f"{m['b']} / {m['c']}", _p(m["p_value"]), _p(m.get("p_holm")))
+                      f"{100 * r['difference']:+.1f}", f"{100 * r['ci_low']:+.1f}..{100 * r['ci_high']:+.1f}",
+                      f"{m['b']}/{m['c']}", _p(m["p_value"]), _p(m.get("p_holm")))
     console.print(table)
-    console.print("[dim]b = items only the base got right, c = only the model; exact McNemar below 25 discordant[/dim]")
+    console.print("[dim]accuracy and diff in percentage points; b/c = items only the base / only the model "
+                  "got right; p = McNemar (exact below 25 discordant)[/dim]")
     for line in report["skipped"]:
         console.print(f"[yellow]{line}[/yellow]")
     _print_kl(report.get("kl"))
