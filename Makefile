@@ -27,9 +27,13 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -x tests
+
+# Headless browser for tests/test_report_browser.py (Debian's chromium); EVALKIT_NO_BROWSER=1 skips it.
+chromium:
+	[ "$$EVALKIT_NO_BROWSER" = 1 ] || command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_sampling.py
