@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from evalkit.errors import UsageError
 
-__all__ = ["import_ray", "start_ray"]
+__all__ = ["import_ray", "start_ray", "ray_get"]
 
 
 def import_ray():
@@ -41,3 +41,15 @@ def start_ray(address: str | None, cpus: int):
     else:
         ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     return ray, True
+
+
+def ray_get(ray, refs):
+    """`ray.get`, with a UsageError raised in an actor (a bad model folder...) re-raised as one line."""
+    from ray.exceptions import RayTaskError
+
+    try:
+        return ray.get(refs)
+    except RayTaskError as exc:
+        if isinstance(exc.cause, UsageError):
+            raise UsageError(str(exc.cause)) from None
+        raise

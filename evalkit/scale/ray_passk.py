@@ -34,7 +34,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 from evalkit.passk import PasskOptions, draw_chunk, run_passk, sampling_config
-from evalkit.scale import start_ray
+from evalkit.scale import ray_get, start_ray
 
 __all__ = ["run_passk_ray", "RayChunks", "PasskWorker", "default_threads"]
 
@@ -101,14 +101,7 @@ class RayChunks:
         return self.remote_cls.options(max_restarts=0, **self.resources).remote(*self.args)
 
     def _ready(self, actors) -> list[int]:
-        from ray.exceptions import RayTaskError
-
-        try:
-            return self.ray.get([a.load.remote() for a in actors])
-        except RayTaskError as exc:
-            if isinstance(exc.cause, UsageError):
-                raise UsageError(str(exc.cause)) from None
-            raise
+        return ray_get(self.ray, [a.load.remote() for a in actors])
 
     def _replace(self, slot: int) -> None:
         self.replacements += 1

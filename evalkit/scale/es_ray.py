@@ -1,0 +1,309 @@
+"""Ray workers for `evalkit train es`: population members on actors that hold model replicas.
+
+    evalkit train es --out runs/es --population 30 --iterations 20 --workers 2
+
+Each actor loads the model once. Per iteration the driver sends each member's
+seed and the step to a free actor; the actor draws the step's prompts itself
+(the same seeded pick as evalkit.train.es), perturbs its replica in place
+(`perturb_`), scores greedy completions with its own grader, restores exactly
+(`restore_`) and returns the reward with a few per-sample scalars (token
+count, finish reason, mean entropy) for the metrics log. The driver z-scores
+the rewards, and every actor applies the same `es_update_` from the seeds and
+z-scores, so no tensor crosses the wire. After each update every replica
+returns `checksums` of its weights; any mismatch stops the run with
+`ReplicaMismatch`. Actor 0 writes the checkpoints.
+
+A worker that dies is replaced: the new actor loads the run's newest
+checkpoint (or the start model) and replays the updates since then, which
+gives bitwise the same weights (the same operations in the same order), then
+its unfinished members are redone.
+
+The metrics log, checkpoints and run.json are those of the one-process
+trainer, so a run can be resumed with or without Ray. Weights equal a
+one-process run's bitwise when the thread count is the same (the update is
+elementwise; greedy rewards could flip on a near-tie under other float
+rounding). Limits: `--out`, the model and the task file must be readable at
+the same paths on every node (a shared filesystem on a multi-node cluster).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from evalkit.scale import ray_get, start_ray
+from evalkit.scale.ray_passk import default_threads
+from evalkit.train.es import (
+    ESOptions,
+    checksums,
+    es_update_,
+    member_seeds,
+    perturb_,
+    restore_,
+    validate,
+)
+
+__all__ = ["run_es_ray", "ESWorker", "RayPopulation", "ReplicaMismatch"]
+
+IN_FLIGHT = 2
+
+
+class ReplicaMismatch(RuntimeError):
+    """Replicas' weights differ after an update: the run cannot continue."""
+
+
+class ESWorker:
+    """A Ray actor body: one model replica, its own grader; evaluates members, applies updates."""
+
+    def __init__(self, source, opts: ESOptions, device: str, threads: int):
+        self.args = (source, opts, device, threads)
+
+    def load(self, updates: list) -> list[int]:
+        """Load the model, replay `updates` [(seeds, z)], return the weight checksums."""
+        import torch
+
+        from evalkit.grading import Grader
+        from evalkit.models import load_model
+        from evalkit.sampling import stop_token_ids
+        from evalkit.train.common import load_training_task
+
+        source, opts, device, threads = self.args
+        if device.startswith("cpu"):
+            torch.set_num_threads(threads)
+        self.opts = opts
+        self.task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
+        self.model, self.tokenizer = load_model(source, dtype=opts.dtype, device=device)
+        self.params = [p for _, p in self.model.named_parameters()]  # as es._params
+        self.stop = stop_token_ids(self.model, self.tokenizer)
+        self.grader = Grader(self.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout).__enter__()
+        for seeds, z in updates:
+            es_update_(self.params, seeds, z, opts.alpha, opts.noise)
+        return checksums(self.params)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def evaluate(self, step: int, member_seed: int) -> dict:
+        """Perturb, score the step's prompts greedily, restore; scalars only."""
+        from evalkit.train.common import derive_seed, pick_problems
+
+        opts = self.opts
+        problems = pick_problems(self.task.problems, opts.prompts_per_iteration, derive_seed(opts.seed, "es-prompts", step))
+        before = checksums(self.params)
+        fixes = perturb_(self.params, member_seed, opts.sigma, opts.noise)
+        reward, samples = self._fitness(problems)
+        restore_(self.params, member_seed, opts.sigma, opts.noise, fixes)
+        return {
+            "reward": reward,
+            "residual": sum(a != b for a, b in zip(before, checksums(self.params), strict=True)),
+            "fixups": sum(int(idx.numel()) for stored in fixes.values() for idx, _ in stored),
+            "samples": [(s.num_tokens, s.finish_reason, s.mean_entropy) for s in samples],
+        }
+
+    def _fitness(self, problems) -> tuple[float, list]:
+        """Mean 0/1 reward of greedy completions, as evalkit.train.es scores a member."""
+        from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
+        from evalkit.train.common import decode_and_grade
+
+        cfg = SamplingConfig(n=1, temperature=0.0, max_new_tokens=self.opts.max_new_tokens, seed=0)
+        prompts = [render_prompt(self.tokenizer, p.prompt) for p in problems]
+        samples = sample_chunk(self.model, self.tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=self.stop)
+        _, rewards = decode_and_grade(self.tokenizer, self.grader, samples, problems)
+        return sum(rewards) / len(rewards), samples
+
+    def update(self, seeds: list[int], z: list[float]) -> list[int]:
+        es_update_(self.params, seeds, z, self.opts.alpha, self.opts.noise)
+        return checksums(self.params)
+
+    def save(self, out: str, step: int, state: dict) -> str:
+        from evalkit.train.common import save_checkpoint
+
+        return str(save_checkpoint(self.model, self.tokenizer, Path(out), step, state))
+
+    def close(self) -> None:
+        self.grader.close()
+
+
+class RayPopulation:
+    """The actors of one ES run, kept identical; replaces dead ones by load + replay."""
+
+    def __init__(self, source, opts: ESOptions, device: str, *, workers: int, threads: int, address: str | None):
+        self.ray, self.started = start_ray(address, max(os.cpu_count() or 1, workers * threads))
+        self.args = (source, opts, device, threads)
+        self.resources = {"num_cpus": threads, "num_gpus": 0 if device.startswith("cpu") else 1}
+        self.remote_cls = self.ray.remote(ESWorker)
+        self.updates: list = []  # (seeds, z) applied since args' source
+        self.replacements, self.max_replacements = 0, 4 * workers
+        self.actors = [self._new_actor() for _ in range(workers)]
+        self.check(ray_get(self.ray, [a.load.remote([]) for a in self.actors]), step=0)
+
+    def _new_actor(self):
+        return self.remote_cls.options(max_restarts=0, **self.resources).remote(*self.args)
+
+    def _replace(self, slot: int) -> list[int]:
+        """A new actor in `slot` at the current weights; returns its checksums."""
+        self.replacements += 1
+        if self.replacements > self.max_replacements:
+            raise RuntimeError(f"Ray workers died {self.replacements} times; giving up (out of memory?)")
+        self.ray.kill(self.actors[slot])
+        self.actors[slot] = self._new_actor()
+        return ray_get(self.ray, self.actors[slot].load.remote(self.updates))
+
+    def rebase(self, checkpoint: Path) -> None:
+        """New replacements load this checkpoint instead of replaying every update."""
+        from evalkit.models import ModelRef
+
+        source = self.args[0]
+        self.args = (ModelRef(source.name, str(checkpoint)), *self.args[1:])
+        self.updates = []
+
+    def evaluate(self, step: int, seeds: list[int]) -> list[dict]:
+        """Every member's result, in member order, spread over free actors."""
+        from ray.exceptions import OutOfMemoryError, RayActorError
+
+        queue, inflight, results = deque(enumerate(seeds)), {}, {}
+
+        def submit(slot: int) -> None:
+            if queue:
+                n, seed = queue.popleft()
+                inflight[self.actors[slot].evaluate.remote(step, seed)] = (slot, n, seed)
+
+        for slot in range(len(self.actors)):
+            for _ in range(IN_FLIGHT):
+                submit(slot)
+        while inflight:
+            [done], _ = self.ray.wait(list(inflight), num_returns=1)
+            slot, n, seed = inflight.pop(done)
+            try:
+                results[n] = self.ray.get(done)
+            except (RayActorError, OutOfMemoryError):
+                lost_refs = [r for r, v in inflight.items() if v[0] == slot]
+                lost = [(n, seed)] + [inflight.pop(r)[1:] for r in lost_refs]
+                queue.extendleft(reversed(lost))
+                self._replace(slot)
+                for _ in range(IN_FLIGHT):
+                    submit(slot)
+                continue
+            submit(slot)
+        return [results[n] for n in range(len(seeds))]
+
+    def update(self, step: int, seeds: list[int], z: list[float]) -> None:
+        """Every replica applies the update; a dead one is replaced (its replay includes it)."""
+        from ray.exceptions import OutOfMemoryError, RayActorError
+
+        self.updates.append((seeds, z))  # first, so a replacement replays this step too
+        refs = [a.update.remote(seeds, z) for a in self.actors]
+        sums = []
+        for slot, ref in enumerate(refs):
+            try:
+                sums.append(self.ray.get(ref))
+            except (RayActorError, OutOfMemoryError):
+                sums.append(self._replace(slot))
+        self.check(sums, step)
+
+    def check(self, sums: list[list[int]], step: int) -> None:
+        for slot, other in enumerate(sums[1:], start=1):
+            if other != sums[0]:
+                bad = next(i for i, (a, b) in enumerate(zip(sums[0], other, strict=True)) if a != b)
+                raise ReplicaMismatch(
+                    f"step {step}: worker {slot}'s weights differ from worker 0's (first at parameter "
+                    f"tensor {bad}); replicas must stay identical, so the run stops. Use one device type "
+                    "and torch build on every node, then rerun to resume from the last checkpoint."
+                )
+
+    def save(self, out: Path, step: int, state: dict) -> Path:
+        path = Path(self.ray.get(self.actors[0].save.remote(str(out), step, state)))
+        self.rebase(path)
+        return path
+
+    def close(self) -> None:
+        for actor in self.actors:
+            try:
+                self.ray.get(actor.close.remote(), timeout=30)
+            except Exception:  # a dead or hung actor is killed below anyway
+                pass
+            self.ray.kill(actor)
+        if self.started:
+            self.ray.shutdown()
+
+
+def es_record(step: int, seeds: list[int], members: list[dict]) -> dict:
+    """The metrics line of evalkit.train.es.es_iteration, from the members' scalars."""
+    import numpy as np
+
+    from evalkit.sampling import Sample
+    from evalkit.train.common import completion_metrics
+
+    r = np.asarray([m["reward"] for m in members])
+    samples = [Sample(0, 0, (), t, f, e, 0) for m in members for t, f, e in m["samples"]]
+    return {
+        "step": step,
+        "reward": float(r.mean()),
+        "reward_std": float(r.std()),
+        "fitness/mean": float(r.mean()),
+        "fitness/std": float(r.std()),
+        "fitness/min": float(r.min()),
+        "fitness/max": float(r.max()),
+        "zero_spread": bool(r.max() == r.min()),
+        "restore_residual": int(sum(m["residual"] for m in members)),
+        "restore_fixups_per_member": sum(m["fixups"] for m in members) / len(seeds),
+        **completion_metrics(samples),
+    }
+
+
+def run_es_ray(opts: ESOptions, out: Path, *, workers: int, address: str | None = None, threads: int = 0,
+               progress: Callable | None = None) -> dict:
+    """`run_es` with population members evaluated on `workers` Ray actors; same run folder."""
+    from evalkit.errors import UsageError
+    from evalkit.models import ModelRef
+    from evalkit.passk import resolve_device
+    from evalkit.train.common import MetricsLog, load_training_task, open_run
+    from metrics.grpo import population_zscores
+
+    validate(opts)
+    if workers < 1:
+        raise UsageError(f"--workers {workers}: need at least 1 Ray worker")
+    task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
+    run, ref, ckpt = open_run(out, "train-es", opts, task)
+    start = ckpt.step if ckpt else 0
+    log = MetricsLog(Path(out) / "metrics.jsonl")
+    log.keep_through(start)
+    source = ModelRef(ref.name, str(ckpt.path)) if ckpt else ref
+    pop = RayPopulation(source, opts, resolve_device(opts.device), workers=workers,
+                        threads=threads or default_threads(workers, address), address=address)
+    try:
+        for step in range(start + 1, opts.iterations + 1):
+            seeds = member_seeds(opts.seed, step, opts.population)
+            members = pop.evaluate(step, seeds)
+            z = population_zscores([m["reward"] for m in members])
+            pop.update(step, seeds, [float(v) for v in z])
+            record = es_record(step, seeds, members)
+            log.append(record)
+            if step % opts.save_every == 0 or step == opts.iterations:
+                pop.save(out, step, {"kind": "es", "seed": opts.seed})
+            if progress:
+                progress(step, opts.iterations, record["reward"])
+    finally:
+        pop.close()
+    return _summary(run, log, out, opts.iterations, {"ray_workers": workers, "ray_replacements": pop.replacements})
+
+
+def _summary(run, log, out: Path, steps: int, ray: dict) -> dict:
+    """evalkit.train.es's summary, plus the Ray worker count and replaced workers."""
+    from evalkit.train.common import latest_checkpoint
+
+    records = log.records()
+    final = latest_checkpoint(out)
+    summary = {
+        **run.settings,
+        "complete": final is not None and final.step >= steps,
+        "steps": steps,
+        "final_checkpoint": str(final.path) if final else None,
+        "frac_zero_spread": sum(r["zero_spread"] for r in records) / len(records) if records else None,
+        "restore_residual_total": sum(r["restore_residual"] for r in records),
+        **ray,
+    }
+    run.write_summary(summary)
+    return summary
