@@ -79,11 +79,21 @@ def _draw_lines(ax, series: Sequence[dict], log2x: bool) -> None:
                             hatch=HATCHES[i % len(HATCHES)], linewidth=0, edgecolor=st["color"])
         if s.get("hline") is not None:
             ax.axhline(s["hline"], color=st["color"], linestyle=st["linestyle"], linewidth=1.0)
+    xs = [float(x) for s in series for x in s["x"]]
     if log2x:
         ax.set_xscale("log", base=2)
-        ticks = sorted({float(x) for s in series for x in s["x"]})
+        ticks = sorted(set(xs))
         if 0 < len(ticks) <= 12:
             ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    elif xs and all(x.is_integer() for x in xs):  # steps, layer indices
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _wide_range(series: Sequence[dict]) -> bool:
+    ys = [float(y) for s in series for y in s["y"] if y is not None and y == y and y > 0]
+    return bool(ys) and max(ys) / min(ys) > 20
 
 
 @_styled
@@ -131,7 +141,7 @@ def panels(specs: Sequence[dict], *, title: str = "", width: float = 7.0, height
     axes = fig.subplots(len(specs), 1, squeeze=False)[:, 0]
     for ax, spec in zip(axes, specs, strict=True):
         _draw_lines(ax, spec["series"], spec.get("log2x", False))
-        if spec.get("logy"):
+        if spec.get("logy") and _wide_range(spec["series"]):  # log only when it helps reading
             ax.set_yscale("log")
         _finish(ax, spec["xlabel"], spec["ylabel"], spec.get("title", ""), spec.get("ylim"))
     if title:
@@ -143,17 +153,22 @@ def panels(specs: Sequence[dict], *, title: str = "", width: float = 7.0, height
 def dot_chart(rows: Sequence[dict], *, xlabel: str, title: str = "", zero_line: bool = True,
               logx: bool = False, width: float = 7.0) -> bytes:
     """Horizontal dot-and-interval chart: rows {label, value, low, high, group}; one marker
-    style per group (e.g. per model), interval as a whisker."""
-    fig = _figure(width, 1.2 + 0.32 * max(len(rows), 1))
-    ax = fig.add_subplot()
+    style per group (e.g. per model), interval as a whisker. Rows with the same label share
+    a line, groups side by side."""
+    labels = list(dict.fromkeys(r["label"] for r in rows))
     groups = list(dict.fromkeys(r.get("group", "") for r in rows))
-    for y, r in enumerate(rows):
-        st = style(groups.index(r.get("group", "")))
+    fig = _figure(width, 1.3 + 0.22 * max(len(labels), 1) * (1 + 0.35 * (len(groups) - 1)))
+    ax = fig.add_subplot()
+    step = 0.7 / len(groups)
+    for i, r in enumerate(rows):
+        g = groups.index(r.get("group", ""))
+        st = style(g)
         low, high = r.get("low"), r.get("high")
         err = None if low is None else [[r["value"] - low], [high - r["value"]]]
+        y = labels.index(r["label"]) + (g - (len(groups) - 1) / 2) * step
         ax.errorbar(r["value"], y, xerr=err, fmt=st["marker"], color=st["color"], capsize=3,
-                    label=r.get("group") if r.get("group") and y == _first(rows, r) else None)
-    ax.set_yticks(range(len(rows)), [r["label"] for r in rows])
+                    label=r.get("group") if r.get("group") and i == _first(rows, r) else None)
+    ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     if zero_line:
         ax.axvline(0, color="#555555", linewidth=1.0)
