@@ -1,0 +1,166 @@
+"""vLLM sampling backend for `evalkit passk --backend vllm` (GPU); vLLM is imported lazily.
+
+    evalkit passk MODEL --backend vllm --device cuda --n 64 --k 1,8,64 --logprobs 20 --out runs/vllm
+
+Requests: one request per (problem, sample), `n=1`, with its own seed
+`sample_seed(run seed, problem id, j)`: the hashed seeds the HF backend
+records, so seeds never overlap across problems (the `seed + j` pitfall of
+REFERENCES.md). vLLM's automatic prefix caching computes each shared prompt
+once. SamplingParams, as documented by vLLM: `n=1, seed, temperature` (0 =
+greedy), `top_p`, `top_k=-1` (off; recorded as 0 = off, as for HF),
+`max_tokens`, `logprobs=k`, `stop_token_ids`, `skip_special_tokens=False`.
+
+Parsing `RequestOutput.outputs[0]` (a CompletionOutput): `.text` is the
+completion (vLLM drops the stop token's text), `.token_ids` includes the stop
+token when it ended on one (`num_tokens` counts it, as for HF), `.logprobs` is
+one dict per generated token mapping token id -> Logprob(logprob, rank,
+decoded_token): the top k plus the sampled token, `.finish_reason` is `stop`
+or `length`.
+
+Entropy: vLLM returns only the top-k log-probabilities (of the distribution
+vLLM reports: raw model logits by default in vLLM V1, i.e. before
+temperature), so the per-token `-sum_{v in top-k} p_v log p_v` is a truncated
+lower bound of the exact entropy (every omitted term is >= 0), not the exact
+value the HF backend records (REFERENCES.md, "Token entropy"). Each sample
+says `entropy_kind: "topk_lower_bound"`, and run.json/summary.json say so in
+`sampling.entropy`; `evalkit entropy --model` recomputes it exactly.
+
+Limits: samples differ from the HF backend's (other kernels and random
+streams); vLLM handles multi-GPU itself (tensor parallel), so `--workers`
+is not combined with it. Never run here against a real engine (no GPU, and
+vLLM's CUDA wheels would replace the pinned torch): only request building
+and output parsing are tested, on objects of vLLM's documented shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.passk import PasskOptions, run_passk
+from evalkit.sampling import Sample, SamplingConfig, sample_seed
+
+__all__ = ["import_vllm", "build_requests", "parse_completion", "topk_entropy", "VllmChunks", "run_passk_vllm"]
+
+ENTROPY_KIND = "topk_lower_bound"
+
+
+def import_vllm():
+    """The `vllm` module, or a UsageError naming the extra to install."""
+    try:
+        import vllm
+    except ImportError:
+        raise UsageError(
+            "--backend vllm needs vLLM on a CUDA machine: pip install 'evalkit[vllm]' "
+            "(or use the default --backend hf)"
+        ) from None
+    return vllm
+
+
+def build_requests(problem_ids: Sequence[str], cfg: SamplingConfig, *, logprobs: int, stop_ids: Sequence[int]) -> list[dict]:
+    """SamplingParams keyword sets, one per (problem i, sample j), in (i, j) order."""
+    return [
+        {
+            "n": 1,
+            "seed": sample_seed(cfg.seed, pid, j),
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "top_k": -1,
+            "max_tokens": cfg.max_new_tokens,
+            "logprobs": logprobs,
+            "stop_token_ids": list(stop_ids),
+            "skip_special_tokens": False,
+        }
+        for pid in problem_ids
+        for j in range(cfg.n)
+    ]
+
+
+def topk_entropy(position_logprobs) -> float | None:
+    """Mean over tokens of `-sum_{top-k} p log p` (nats): a lower bound of the exact entropy."""
+    if not position_logprobs:
+        return None
+    per_token = [-sum(math.exp(lp.logprob) * lp.logprob for lp in top.values()) for top in position_logprobs]
+    return sum(per_token) / len(per_token)
+
+
+def parse_completion(completion, problem_index: int, sample_index: int, seed: int, stop_ids) -> tuple[str, Sample]:
+    """(text, Sample) from one CompletionOutput; the stop token is counted but not kept."""
+    ids = tuple(completion.token_ids)
+    stopped = completion.finish_reason == "stop"
+    kept = ids[:-1] if stopped and ids and ids[-1] in stop_ids else ids
+    finish = "stop" if stopped else "length"
+    sample = Sample(problem_index, sample_index, kept, len(ids), finish, topk_entropy(completion.logprobs), seed)
+    return completion.text, sample
+
+
+def sampling_settings(cfg: SamplingConfig, logprobs: int) -> dict:
+    return {
+        **cfg.effective(),
+        "backend": "vllm",
+        "requests": "one per (problem, sample): n=1, seed=sample_seed(seed, problem_id, j)",
+        "logprobs": logprobs,
+        "entropy": f"{ENTROPY_KIND}: -sum of p log p over vLLM's top-{logprobs} logprobs per token, nats; "
+                   "exact: evalkit entropy --model",
+    }
+
+
+class VllmChunks:
+    """Chunk executor over one vLLM engine (interface of evalkit.passk.LocalChunks)."""
+
+    def __init__(self, ref, opts: PasskOptions, device: str, *, logprobs: int = 20, vllm=None):
+        """`vllm`: the module (tests pass an object of the same shape); imported when None."""
+        from evalkit.passk import sampling_config
+
+        vllm = vllm or import_vllm()
+        if not device.startswith("cuda"):
+            raise UsageError(f"--backend vllm runs on a GPU; got --device {device} (use --device cuda)")
+        self.vllm = vllm
+        self.llm = vllm.LLM(model=ref.path, dtype=opts.dtype, seed=opts.seed)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.stop = _stop_ids(ref.path, self.tokenizer)
+        self.cfg, self.logprobs = sampling_config(opts), logprobs
+        self.sampling = sampling_settings(self.cfg, logprobs)
+        self.extra = {"entropy_kind": ENTROPY_KIND}
+
+    def map(self, jobs) -> Iterator[tuple[int, dict]]:
+        from evalkit.sampling import render_prompt
+
+        for index, part in jobs:
+            requests = build_requests([p.id for p in part], self.cfg, logprobs=self.logprobs, stop_ids=self.stop)
+            prompts = [render_prompt(self.tokenizer, p.prompt) for p in part for _ in range(self.cfg.n)]
+            params = [self.vllm.SamplingParams(**r) for r in requests]
+            outputs = self.llm.generate(prompts, params, use_tqdm=False)
+            drawn = {}
+            for r, (request, out) in enumerate(zip(requests, outputs, strict=True)):
+                i, j = divmod(r, self.cfg.n)
+                drawn[(part[i].id, j)] = parse_completion(out.outputs[0], i, j, request["seed"], self.stop)
+            yield index, drawn
+
+    def close(self) -> None:
+        pass
+
+
+def _stop_ids(path: str, tokenizer) -> list[int]:
+    """The generation config's eos ids plus the tokenizer's, as evalkit.sampling.stop_token_ids."""
+    from transformers import GenerationConfig
+
+    try:
+        ids = GenerationConfig.from_pretrained(path).eos_token_id
+    except OSError:
+        ids = None
+    ids = [ids] if isinstance(ids, int) else list(ids or [])
+    if tokenizer.eos_token_id is not None:
+        ids.append(tokenizer.eos_token_id)
+    return sorted(set(ids))
+
+
+def run_passk_vllm(opts: PasskOptions, out: Path, *, logprobs: int = 20, progress: Callable | None = None,
+                   vllm=None) -> dict:
+    """`run_passk` with samples from vLLM; same run folder contract, entropy labelled a bound."""
+    if logprobs < 1:
+        raise UsageError(f"--logprobs {logprobs}: need at least 1 for the entropy bound (vLLM default cap: 20)")
+    return run_passk(opts, out, progress=progress, executor=partial(VllmChunks, logprobs=logprobs, vllm=vllm))

@@ -1,0 +1,181 @@
+"""vLLM backend: request building and output parsing against vLLM's documented data shapes
+(SamplingParams fields; RequestOutput.outputs[i] with text, token_ids, logprobs as a list of
+{token_id: Logprob(logprob, rank, decoded_token)}, finish_reason), using small objects of those
+shapes. The real engine is tested only where vLLM and a GPU exist."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from evalkit.errors import UsageError
+from evalkit.passk import PasskOptions
+from evalkit.sampling import SamplingConfig, sample_seed
+from evalkit.scale import vllm_backend as vb
+
+
+@dataclass
+class Logprob:  # vllm.sequence.Logprob
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+@dataclass
+class CompletionOutput:  # vllm.outputs.CompletionOutput
+    index: int
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None
+    logprobs: list[dict[int, Logprob]] | None
+    finish_reason: str | None = None
+    stop_reason: int | str | None = None
+
+
+@dataclass
+class RequestOutput:  # vllm.outputs.RequestOutput
+    request_id: str
+    prompt: str
+    outputs: list[CompletionOutput] = field(default_factory=list)
+    finished: bool = True
+
+
+def _top(logits: np.ndarray, k: int, sampled: int) -> dict[int, Logprob]:
+    logp = logits - np.log(np.exp(logits).sum())
+    order = np.argsort(-logp)
+    top = {int(t): Logprob(float(logp[t]), r + 1, chr(65 + int(t) % 26)) for r, t in enumerate(order[:k])}
+    top.setdefault(sampled, Logprob(float(logp[sampled]), int(np.where(order == sampled)[0][0]) + 1, "x"))
+    return top
+
+
+def test_requests_are_one_per_sample_with_hashed_seeds_that_never_overlap():
+    cfg = SamplingConfig(n=4, temperature=0.7, top_p=0.9, max_new_tokens=33, seed=5)
+    reqs = vb.build_requests(["p0", "p1", "p2"], cfg, logprobs=20, stop_ids=[2, 7])
+    assert len(reqs) == 12
+    assert [r["seed"] for r in reqs] == [sample_seed(5, p, j) for p in ("p0", "p1", "p2") for j in range(4)]
+    assert len({r["seed"] for r in reqs}) == 12  # unlike seed+j, which gives p0's j=1 == p1's j=0
+    first = reqs[0]
+    assert first == {"n": 1, "seed": sample_seed(5, "p0", 0), "temperature": 0.7, "top_p": 0.9, "top_k": -1,
+                     "max_tokens": 33, "logprobs": 20, "stop_token_ids": [2, 7], "skip_special_tokens": False}
+
+
+def test_parse_stop_counts_the_stop_token_and_drops_it():
+    rng = np.random.default_rng(0)
+    logits = [rng.normal(size=50) for _ in range(3)]
+    lps = [_top(lg, 5, s) for lg, s in zip(logits, [11, 12, 2], strict=True)]
+    out = CompletionOutput(0, "ab", [11, 12, 2], -3.0, lps, "stop", None)
+    text, s = vb.parse_completion(out, 1, 3, 99, [2])
+    assert text == "ab" and s.token_ids == (11, 12) and s.num_tokens == 3 and s.finish_reason == "stop"
+    assert (s.problem_index, s.sample_index, s.seed) == (1, 3, 99)
+    by_hand = np.mean([-sum(math.exp(v.logprob) * v.logprob for v in top.values()) for top in lps])
+    assert s.mean_entropy == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_parse_length_keeps_every_token_and_missing_logprobs_give_none():
+    out = CompletionOutput(0, "abc", [11, 12, 2], None, None, "length", None)
+    _, s = vb.parse_completion(out, 0, 0, 1, [2])
+    assert s.token_ids == (11, 12, 2) and s.num_tokens == 3 and s.finish_reason == "length"
+    assert s.mean_entropy is None
+    # stopped on a stop string, not a stop token: nothing to cut
+    _, s = vb.parse_completion(CompletionOutput(0, "ab", [11, 12], None, None, "stop", "##"), 0, 0, 1, [2])
+    assert s.token_ids == (11, 12) and s.num_tokens == 2
+
+
+@pytest.mark.parametrize("k", [1, 5, 20])
+def test_topk_entropy_is_a_lower_bound_reaching_exact_at_full_vocab(k):
+    rng = np.random.default_rng(k)
+    logits = [rng.normal(scale=3, size=40) for _ in range(6)]
+    exact = np.mean([-(np.exp(lg - np.log(np.exp(lg).sum())) * (lg - np.log(np.exp(lg).sum()))).sum()
+                     for lg in logits])
+    bound = vb.topk_entropy([_top(lg, k, 0) for lg in logits])
+    assert 0 < bound < exact
+    assert vb.topk_entropy([_top(lg, 40, 0) for lg in logits]) == pytest.approx(exact, rel=1e-9)
+
+
+class FakeLLM:
+    """vllm.LLM's shape: generate(prompts, [SamplingParams]) -> [RequestOutput] in order."""
+
+    calls: list = []
+
+    def __init__(self, model, dtype, seed):
+        from transformers import AutoTokenizer
+
+        self.tok = AutoTokenizer.from_pretrained(model)
+
+    def get_tokenizer(self):
+        return self.tok
+
+    def generate(self, prompts, params, use_tqdm=True):
+        FakeLLM.calls.append((list(prompts), params))
+        outs = []
+        for r, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
+            digit = str(p.seed % 10)  # seeded answer: the parse, not the engine, is under test
+            ids = [self.tok.convert_tokens_to_ids(digit), self.tok.eos_token_id]
+            lps = [{t: Logprob(-0.5, 1, digit), t + 1: Logprob(-1.5, 2, "z")} for t in ids]
+            outs.append(RequestOutput(str(r), prompt, [CompletionOutput(0, digit, ids, -1.0, lps, "stop")]))
+        return outs
+
+
+class FakeSamplingParams:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def test_passk_with_a_vllm_shaped_engine_labels_entropy_as_a_bound(tiny_model, tmp_path):
+    fake = SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams)
+    opts = PasskOptions(model=str(tiny_model), task="arith", n=3, ks=(1, 3), limit=4, max_new_tokens=5,
+                        batch_size=6, grader_workers=1, device="cuda")
+    FakeLLM.calls.clear()
+    summary = vb.run_passk_vllm(opts, tmp_path / "run", logprobs=2, vllm=fake)
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert len(records) == 12 and len(FakeLLM.calls) == 2  # chunks of 6 // 3 = 2 problems
+    for r in records:
+        assert r["entropy_kind"] == "topk_lower_bound" and r["num_tokens"] == 2 and r["finish_reason"] == "stop"
+        assert r["seed"] == sample_seed(0, r["problem_id"], r["sample_index"])
+        assert r["completion"] == str(r["seed"] % 10) and r["extracted"] == r["completion"]
+        h = -2 * (math.exp(-0.5) * -0.5 + math.exp(-1.5) * -1.5) / 2
+        assert r["mean_entropy"] == pytest.approx(h)
+    assert summary["sampling"]["backend"] == "vllm" and summary["sampling"]["entropy"].startswith("topk_lower_bound")
+    assert summary["sampling"]["logprobs"] == 2 and summary["cpu_threads"] is None
+    params = FakeLLM.calls[0][1]
+    assert all(p.n == 1 and p.top_k == -1 and p.max_tokens == 5 and p.logprobs == 2 for p in params)
+
+
+def test_vllm_on_cpu_is_refused(tiny_model, tmp_path):
+    fake = SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams)
+    opts = PasskOptions(model=str(tiny_model), limit=1, n=1, ks=(1,), device="cpu")
+    with pytest.raises(UsageError, match="--device cuda"):
+        vb.run_passk_vllm(opts, tmp_path / "run", vllm=fake)
+    assert not (tmp_path / "run").exists()
+
+
+def test_missing_vllm_is_a_clear_usage_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(UsageError, match=r"pip install 'evalkit\[vllm\]'"):
+        vb.import_vllm()
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None or not _has_gpu(),
+                    reason="needs vLLM and a CUDA GPU; vLLM's wheels would replace the pinned CPU torch here")
+def test_real_engine_passk_run(tiny_model, tmp_path):
+    opts = PasskOptions(model=str(tiny_model), task="arith", n=4, ks=(1, 4), limit=4, max_new_tokens=8,
+                        batch_size=8, grader_workers=1, device="cuda")
+    summary = vb.run_passk_vllm(opts, tmp_path / "run", logprobs=5)
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert summary["complete"] and len(records) == 16
+    assert all(r["entropy_kind"] == "topk_lower_bound" and 1 <= r["num_tokens"] <= 8 for r in records)
