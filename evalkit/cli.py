@@ -53,6 +53,11 @@ def passk(
     device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
     grade_timeout: Annotated[float, typer.Option(help="Seconds before a grader worker is killed; the sample is then 'timeout'.")] = 10.0,
     grader_workers: Annotated[int, typer.Option(help="Grader processes.")] = 2,
+    workers: Annotated[int, typer.Option(help="Ray workers, each holding one model replica (0 = no Ray); needs the 'ray' extra.")] = 0,
+    ray_address: Annotated[str | None, typer.Option(help="Join this Ray cluster (e.g. auto, ray://host:10001) instead of starting a local one.")] = None,
+    threads: Annotated[int, typer.Option(help="CPU threads per model replica (0 = torch's default; with Ray: cores // workers). Recorded: samples depend on it.")] = 0,
+    backend: Annotated[str, typer.Option(help="hf (transformers, exact entropy) or vllm (GPU; entropy is a top-k lower bound); vllm needs the 'vllm' extra.")] = "hf",
+    logprobs: Annotated[int, typer.Option(help="With --backend vllm: top-k log-probs per token for the entropy bound.")] = 20,
 ) -> None:
     """Sample N completions per problem, grade them, and estimate pass@k with intervals.
 
@@ -65,11 +70,24 @@ def passk(
         model=model, task=task, task_size=task_size, task_seed=task_seed, task_config=task_config,
         n=n, ks=_ks(k), temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
         seed=seed, limit=limit or None, batch_size=batch_size, dtype=dtype, device=device,
-        grader_workers=grader_workers, grade_timeout=grade_timeout,
+        grader_workers=grader_workers, grade_timeout=grade_timeout, threads=threads,
     )
     out = out or Path("runs") / f"passk-{Path(model).name}-{Path(task).stem}"
+    if backend not in ("hf", "vllm"):
+        raise UsageError(f"--backend {backend}: choose hf or vllm")
+    if backend == "vllm" and (workers or ray_address):
+        raise UsageError("--backend vllm spreads over GPUs itself; drop --workers/--ray-address")
     with passk_progress() as progress:
-        summary = run_passk(opts, out, progress=progress)
+        if backend == "vllm":
+            from evalkit.scale.vllm_backend import run_passk_vllm
+
+            summary = run_passk_vllm(opts, out, logprobs=logprobs, progress=progress)
+        elif workers or ray_address:
+            from evalkit.scale.ray_passk import run_passk_ray
+
+            summary = run_passk_ray(opts, out, workers=workers or 1, address=ray_address, progress=progress)
+        else:
+            summary = run_passk(opts, out, progress=progress)
     print_passk(summary, out)
 
 

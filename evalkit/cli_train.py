@@ -62,6 +62,9 @@ Updates = Annotated[int, typer.Option(help="AdamW steps per sampled batch (TRL n
 GradNorm = Annotated[float, typer.Option(help="Gradient clipping norm.")]
 WeightDecay = Annotated[float, typer.Option(help="AdamW weight decay (TRL: 0.0).")]
 MicroBatch = Annotated[int, typer.Option(help="Sequences per forward/backward (memory, not the result).")]
+RayWorkers = Annotated[int, typer.Option(help="Ray workers, each holding a model replica, that score population members (0 = no Ray); needs the 'ray' extra.")]
+RayAddress = Annotated[str | None, typer.Option(help="Join this Ray cluster (e.g. auto) instead of starting a local one.")]
+RayThreads = Annotated[int, typer.Option(help="CPU threads per Ray worker (0 = cores // workers locally, 1 on a joined cluster).")]
 
 
 def es(
@@ -71,18 +74,25 @@ def es(
     prompts_per_iteration: PromptsIt = 16, noise: Noise = "iid", max_new_tokens: MaxNew = 256,
     seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto", save_every: SaveEvery = 10,
     grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
+    workers: RayWorkers = 0, ray_address: RayAddress = None, threads: RayThreads = 0,
 ) -> None:
     """Evolution Strategies: perturb in place, score greedily, z-score, update; exact restore.
 
     Example: evalkit train es --out runs/es --population 30 --iterations 20
     """
-    given = {k: v for k, v in locals().items() if k != "out"}
+    given = {k: v for k, v in locals().items() if k not in ("out", "workers", "ray_address", "threads")}
     from evalkit.train.common import train_progress
     from evalkit.train.es import ESOptions, run_es
 
     opts = ESOptions(**given)
     with train_progress("es") as progress:
-        summary = run_es(opts, out, progress=progress)
+        if workers or ray_address:  # evalkit.scale.es_ray: members on Ray actors
+            from evalkit.scale.es_ray import run_es_ray
+
+            summary = run_es_ray(opts, out, workers=workers or 1, address=ray_address, threads=threads,
+                                 progress=progress)
+        else:
+            summary = run_es(opts, out, progress=progress)
     _done(out, summary)
 
 
