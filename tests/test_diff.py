@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from evalkit.diff import DiffOptions, _Reader, diff_checkpoints, read_header
+from evalkit.diff import DiffOptions, diff_checkpoints
 from evalkit.errors import UsageError
+from evalkit.safetensors_io import ChunkReader, read_header
 
 SHAPES = {
     "model.embed_tokens.weight": (64, 16),
@@ -195,7 +196,7 @@ def test_reader_matches_safetensors_safe_open(tmp_path):
     tensors["t.int"] = torch.arange(-50, 50, dtype=torch.int32)
     save_file(tensors, str(tmp_path / "x.safetensors"))
     entries = read_header(tmp_path / "x.safetensors")
-    reader = _Reader(1, 1 << 16)
+    reader = ChunkReader(1, 1 << 16)
     with safe_open(str(tmp_path / "x.safetensors"), framework="pt") as fh:
         for name, entry in entries.items():
             for first in range(0, entry.numel, 50):  # chunked reads at odd offsets
