@@ -25,13 +25,16 @@ def diff(
     out: Annotated[Path | None, typer.Option(help="Folder for diff.json (summary) and tensors.csv (one row per tensor); overlap.csv with three checkpoints.")] = None,
     top: Annotated[int, typer.Option(help="Most-changed layers to show.")] = 8,
     workers: Annotated[int, typer.Option(help="Tensors compared at once (threads); memory grows with it.")] = 2,
+    as_dtype: Annotated[str | None, typer.Option("--as-dtype", help="Round float tensors of every checkpoint to bfloat16, float16 or float32 (nearest even, as torch) before comparing, e.g. an fp32 base against a bf16 trained copy.")] = None,
 ) -> None:
     """Changed fraction, update norms, concentration and overlap of checkpoint updates.
 
     Example: evalkit diff smollm2-135m runs/es/ckpt runs/grpo/ckpt --atol 1e-5 --out runs/diff
+    Example: evalkit diff smollm2-135m runs/grpo/ckpt-bf16 --as-dtype bfloat16
     """
     from evalkit.diff import DiffOptions, diff_checkpoints, write_outputs
     from evalkit.errors import UsageError
+    from evalkit.safetensors_io import CASTS
 
     if len(models) not in (2, 3):
         raise UsageError(f"got {len(models)} checkpoints: give BASE OTHER, or BASE A B")
@@ -39,9 +42,11 @@ def diff(
         raise UsageError("--atol and --rtol must be >= 0")
     if workers < 1:
         raise UsageError("--workers must be >= 1")
+    if as_dtype is not None and as_dtype not in CASTS:
+        raise UsageError(f"--as-dtype {as_dtype}: choose one of {', '.join(CASTS)}")
+    opts = DiffOptions(atol=atol, rtol=rtol, rank=rank, workers=workers, as_dtype=as_dtype)
     with _progress() as progress:
-        result = diff_checkpoints(list(models), DiffOptions(atol=atol, rtol=rtol, rank=rank, workers=workers),
-                                  progress=progress)
+        result = diff_checkpoints(list(models), opts, progress=progress)
     print_diff(result.summary, top)
     if out is not None:
         for path in write_outputs(result, out):
@@ -109,9 +114,10 @@ def print_diff(summary: dict, top: int = 8) -> None:
     console = Console()
     updates = summary["updates"]
     base = summary["inputs"]["base"]["name"]
+    cast = summary["options"].get("as_dtype")
     console.print(f"[bold]base[/bold] {base}; " + "; ".join(
         f"[bold]{lab}[/bold] {summary['inputs'][lab]['name']}" for lab in updates)
-        + f"; {summary['tensors_compared']} tensors compared")
+        + f"; {summary['tensors_compared']} tensors compared" + (f" as {cast}" if cast else ""))
     console.print("[dim]changed: raw bits differ; >atol: |dW| > atol; >rtol|w|: |dW| > rtol*|W| "
                   "(survives bf16); top q: share of |dW|^2 in the largest q of entries[/dim]")
     for lab, u in updates.items():

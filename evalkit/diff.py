@@ -35,6 +35,7 @@ import numpy as np
 
 from evalkit.errors import UsageError
 from evalkit.safetensors_io import (
+    CASTS,
     DTYPES,
     Checkpoint,
     ChunkReader,
@@ -207,6 +208,8 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
     """
     if len(args) not in (2, 3):
         raise UsageError("give two checkpoints (BASE OTHER) or three (BASE A B)")
+    if opts.as_dtype is not None and opts.as_dtype not in CASTS:
+        raise UsageError(f"as_dtype {opts.as_dtype!r}: choose one of {', '.join(CASTS)}")
     cps = [open_checkpoint(a) for a in args]
     _check_same_model(cps)
     pairs, problems = _pairs(cps, opts.as_dtype)
