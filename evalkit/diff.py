@@ -7,8 +7,10 @@ Tensors are paired by name, never by file, so the checkpoints may be sharded dif
 (`model.safetensors.index.json`, several files without an index, or one `.safetensors` file).
 Headers are validated and data read chunk by chunk (`os.preadv` into fixed buffers, no file
 mapped) by `evalkit.safetensors_io`, so peak resident memory is a few chunk buffers plus
-histograms, whatever the model size. Per chunk, raw bits are compared first; only the base is
-widened whole (for ||W||), the other side only where bits differ (`metrics.weights.chunk_stats`).
+histograms, whatever the model size. Per chunk of bf16, fp16 or fp32 bits, one compiled numba
+pass (`evalkit.diff_kernels`) computes every figure; otherwise (no numba, float64 or integer
+tensors, `--rank`) the numpy reference `metrics.weights.chunk_stats` does, with identical
+results: raw bits compared first, the base widened whole, the other side where bits differ.
 With `--as-dtype`, float tensors of both sides are first rounded to that dtype (nearest even,
 as torch's `.to`), so a float32 base can be compared with a bf16 trained copy.
 
@@ -17,7 +19,7 @@ checkpoints are listed and skipped (compare checkpoints saved in the same dtype,
 `--as-dtype`: see REFERENCES.md, bf16 absorbs small updates). `--rank` holds each 2-D update
 whole in float32 and runs an SVD: memory and time grow with the largest matrix. Speed: about
 4-8 ns of CPU per element pair in numpy (bit compare, index of the changed entries, gathers,
-two bincounts), see `benchmarks/bench_diff.py`.
+two bincounts); the compiled pass is much cheaper, see `benchmarks/bench_diff.py`.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit import diff_kernels as K
 from evalkit.errors import UsageError
 from evalkit.safetensors_io import (
     CASTS,
@@ -64,6 +67,7 @@ class DiffOptions:
     chunk_elems: int = 1 << 19  # 2 MB float32 temporaries: few Python calls, bounded memory
     workers: int = 2  # tensors processed at once (threads)
     as_dtype: str | None = None  # "bfloat16" | "float16" | "float32": round both sides first
+    kernel: str = "auto"  # chunk statistics: "numba" (compiled, one pass), "numpy", or auto
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ def _diff_tensor(reader: ChunkReader, entries: tuple, opts: DiffOptions, on_byte
     full = ([np.empty(n, np.float32) for _ in range(ups)]
             if opts.rank and len(entries[0].shape) == 2 else None)
     whole = overlap is not None or full is not None
+    compiled = full is None and K.usable(dtype, opts.kernel)
 
     def widen(bits):
         return to_values(bits, dtype)
@@ -147,6 +152,14 @@ def _diff_tensor(reader: ChunkReader, entries: tuple, opts: DiffOptions, on_byte
     for first in range(0, n, opts.chunk_elems):
         count = min(opts.chunk_elems, n - first)
         bits = [_read(reader, i, e, first, count, dtype) for i, e in enumerate(entries)]
+        nbytes = sum(count * DTYPES[e.dtype][0] for e in entries)
+        if compiled:  # one fused pass per update (and one for the overlap)
+            for j in range(1, ups + 1):
+                K.chunk_stats(accs[j - 1], bits[0], bits[j], dtype, atol=opts.atol, rtol=opts.rtol)
+            if overlap is not None:
+                _sum_into(overlap, K.overlap_chunk(bits[0], bits[1], bits[2], dtype))
+            on_bytes(nbytes)
+            continue
         vals = [reader.values(i, e, b, dtype) if i == 0 or whole else None
                 for i, (e, b) in enumerate(zip(entries, bits, strict=True))]
         deltas = []
@@ -159,9 +172,8 @@ def _diff_tensor(reader: ChunkReader, entries: tuple, opts: DiffOptions, on_byte
                 full[j - 1][first:first + count] = d
         if overlap is not None:
             part = W.overlap_chunk(bits[0], bits[1], bits[2], deltas[0], deltas[1])
-            for key in overlap:
-                overlap[key] += part[key]
-        on_bytes(sum(count * DTYPES[e.dtype][0] for e in entries))
+            _sum_into(overlap, part)
+        on_bytes(nbytes)
     ranks = [W.update_rank(f.reshape(entries[0].shape)) for f in full] if full else [None] * ups
     return accs, overlap, ranks
 

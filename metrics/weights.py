@@ -22,15 +22,15 @@ turns the sums into fractions and norms. Conventions, chosen deliberately:
   NaN or Inf (or the delta overflows) are left out of every delta statistic and counted instead.
 - Concentration (share of `||delta||^2` in the top 0.1% / 1% / 10% of entries) comes from a
   mergeable histogram of |delta| binned by the top 16 bits of its float32 bit pattern (i.e. bf16
-  resolution), filled with `np.bincount`. For non-negative floats the bit pattern is monotonic in
+  resolution): counts by `np.bincount`, squares added into the accumulator in entry order. For non-negative floats the bit pattern is monotonic in
   the value, so the bins are ordered by |delta|; the sign bit is 0, so 2^15 bins suffice. Bins
   above the cut are summed exactly; the bin holding the cut contributes its mean square per
   entry taken, which is exact when its entries are equal and otherwise off by at most the spread
   of d^2 inside that one bin (< 1.6% relative, on that bin's share only).
 
-Limits: pure numpy; no I/O. Counts are exact. Squared deltas are summed in float64 (each square
-of a float32 delta is exact in float64); the squared weights are float32 BLAS dots over blocks of
-4096 entries (relative error ~1e-7), blocks added in float64.
+Limits: pure numpy; no I/O. Counts are exact. Every sum (squared deltas, squared weights, the
+overlap's dot products) is of exact float64 squares/products, in a fixed order (`lane_sum`), so
+this reference and the compiled kernel of `evalkit.diff_kernels` give identical figures.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ __all__ = [
     "CONCENTRATION_QS",
     "MODULE_KINDS",
     "bf16_to_f32",
+    "lane_sum",
     "sum_squares",
     "delta",
     "new_stats",
@@ -85,16 +86,34 @@ def delta(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.subtract(b, a, dtype=wide)
 
 
-def sum_squares(x: np.ndarray, block: int = 4096) -> float:
-    """`sum(x**2)`: BLAS dots over blocks of `block` entries, the blocks added in float64.
+LANES = 8  # float64 sums: entry i goes to lane i % 8 of its chunk, lanes summed in fixed order
 
-    One float32 dot over a million entries errs by ~1e-5 relative; blocks of 4096 keep it
-    ~1e-7 at the same speed (a batched matmul of row vectors).
+
+def lane_sum(x64: np.ndarray, index: np.ndarray | None = None) -> float:
+    """Deterministic float64 sum: 8 sequential lanes (entry i of the chunk -> lane i % 8),
+    combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), plus 0.0 (so never -0.0).
+
+    `index` gives the chunk positions of a gathered `x64` (the entries left out being zeros,
+    which add nothing), so a sparse and a dense pass give identical sums, and so does the
+    compiled kernel of `evalkit.diff_kernels`, which keeps the same 8 accumulators.
     """
-    k = x.size // block * block
-    rows = x[:k].reshape(-1, block)
-    head = float(np.matmul(rows[:, None, :], rows[:, :, None]).sum(dtype=np.float64)) if k else 0.0
-    return head + float(np.dot(x[k:], x[k:]))
+    if index is not None:
+        lanes = np.bincount(index & (LANES - 1), weights=x64, minlength=LANES)
+    else:
+        k = x64.size // LANES * LANES
+        lanes = (np.add.reduce(x64[:k].reshape(-1, LANES), axis=0) if k
+                 else np.zeros(LANES))  # sequential down each column
+        for j, value in enumerate(x64[k:]):
+            lanes[j] += value
+    l_ = [float(v) for v in lanes]
+    return ((l_[0] + l_[1]) + (l_[2] + l_[3])) + ((l_[4] + l_[5]) + (l_[6] + l_[7])) + 0.0
+
+
+def sum_squares(x: np.ndarray) -> float:
+    """`sum(x**2)`, squares in float64 (exact for float32 x), summed by `lane_sum`.
+
+    NaN or Inf in `x` give a non-finite sum (that is how `chunk_stats` notices them)."""
+    return lane_sum(np.square(x, dtype=np.float64))
 
 
 def new_stats(hist: bool = True) -> dict:
@@ -135,7 +154,7 @@ def chunk_stats(acc, a_bits, b_bits, a, b, d=None, *, atol: float, rtol: float =
         else:
             di = delta(ai, b[where] if b is not None else widen(b_bits[where]))
         sq64 = np.square(di, dtype=np.float64)  # exact for float32 deltas
-        sq_u = float(sq64.sum())
+        sq_u = lane_sum(sq64, where)
         if math.isfinite(sq_u):  # else a NaN/Inf moved: the whole chunk below counts them
             acc["hist_count"][0] += n - changed  # unchanged bits: zero delta
             acc["sq_weight"] += sq_w
@@ -150,11 +169,11 @@ def _whole(acc: dict, a, b, d, sq_w: float, atol: float, rtol: float) -> dict:
     owned = d is None
     d = delta(a, b) if owned else d
     sq64 = np.square(d, dtype=np.float64)
-    sq_u = float(sq64.sum())
+    sq_u = lane_sum(sq64)
     if not (math.isfinite(sq_w) and math.isfinite(sq_u)):
         sq_w = _nonfinite(acc, a, b, d)
         sq64 = np.square(d, dtype=np.float64)
-        sq_u = float(sq64.sum())
+        sq_u = lane_sum(sq64)
     acc["sq_weight"] += sq_w
     acc["sq_update"] += sq_u
     _delta_stats(acc, np.abs(d, out=d if owned else None), np.abs(a), sq64, atol, rtol)
@@ -170,9 +189,9 @@ def _delta_stats(acc: dict, absd, absa, sq64, atol: float, rtol: float) -> None:
     acc["changed_rel"] += int(np.count_nonzero(absd > limit))
     f32 = absd.astype(np.float32, copy=False)  # float64 tensors: bins at float32 resolution
     bins = np.right_shift(f32.view(np.uint32), 16, dtype=np.intp)  # bincount's casts cost 4x
-    count, sq = np.bincount(bins), np.bincount(bins, sq64)  # length = top bin + 1
+    count = np.bincount(bins)  # length = top bin + 1
     acc["hist_count"][: count.size] += count
-    acc["hist_sq"][: sq.size] += sq
+    np.add.at(acc["hist_sq"], bins, sq64)  # into the accumulator, in entry order (as the kernel)
 
 
 def _nonfinite(acc: dict, a, b, d) -> float:
@@ -184,8 +203,7 @@ def _nonfinite(acc: dict, a, b, d) -> float:
     bad = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(d))
     acc["nonfinite_pairs"] += int(bad.sum())
     d[bad] = 0
-    a64 = np.where(np.isfinite(a), a, 0).astype(np.float64)
-    return float(np.dot(a64, a64))
+    return sum_squares(np.where(np.isfinite(a), a, 0))
 
 
 def merge_stats(acc: dict, part: dict) -> dict:
@@ -268,8 +286,8 @@ def overlap_chunk(base_bits, a_bits, b_bits, da, db) -> dict:
     return dict(
         n=int(base_bits.size), changed_a=int(np.count_nonzero(ca)),
         changed_b=int(np.count_nonzero(cb)), changed_both=int(np.count_nonzero(ca & cb)),
-        dot=float(np.dot(da.astype(np.float64), db)), sq_a=float(np.dot(da, da)),
-        sq_b=float(np.dot(db, db)), nonzero_both=int(np.count_nonzero(both_nz)),
+        dot=lane_sum(np.multiply(da, db, dtype=np.float64)),
+        sq_a=sum_squares(da), sq_b=sum_squares(db), nonzero_both=int(np.count_nonzero(both_nz)),
         same_sign=int(np.count_nonzero(both_nz & (np.signbit(da) == np.signbit(db)))),
     )
 
