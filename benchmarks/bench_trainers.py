@@ -145,6 +145,51 @@ def run_plain_es(args) -> dict:
             "changed_after": _changed_share(model, ref)}
 
 
+def _plain_member(model, enc, tok, seed: int, sigma: float = 1e-3) -> None:
+    import torch
+
+    params = list(model.parameters())
+    for i, p in enumerate(params):
+        p.data.add_(sigma * torch.randn(p.shape, generator=torch.Generator().manual_seed(seed + i), dtype=p.dtype))
+    with torch.no_grad():
+        out = model.generate(**enc, max_new_tokens=ES_TOKENS, do_sample=False, top_k=None, top_p=None,
+                             temperature=None, pad_token_id=tok.pad_token_id)
+    [tok.decode(o[enc["input_ids"].shape[1]:], skip_special_tokens=True) for o in out]
+    for i, p in enumerate(params):
+        p.data.add_(-sigma * torch.randn(p.shape, generator=torch.Generator().manual_seed(seed + i), dtype=p.dtype))
+
+
+def run_interleaved(args) -> dict:
+    """Member times of evalkit and plain ES alternated in one process (the machine's load hits both)."""
+    from evalkit.grading import Grader
+    from evalkit.sampling import stop_token_ids
+    from evalkit.train import es
+    from evalkit.train.common import derive_seed
+
+    _, model, tok = _load()
+    model.requires_grad_(False)
+    task = _task(ES_PROMPTS)
+    texts = [tok.apply_chat_template([{"role": "user", "content": p.prompt}], add_generation_prompt=True,
+                                     tokenize=False) for p in task.problems]
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    opts = es.ESOptions(prompts_per_iteration=ES_PROMPTS, max_new_tokens=ES_TOKENS)
+    params, stop, times = es._params(model), stop_token_ids(model, tok), {"evalkit": [], "plain": []}
+    with Grader(task.spec, workers=1) as grader:
+        grader.grade([("0", task.problems[0])])
+        for m in range(args.members):
+            seed = derive_seed(0, "bench", m)
+            t = time.perf_counter()
+            fixes = es.perturb_(params, seed, opts.sigma, opts.noise)
+            es._fitness(model, tok, task.problems, grader, opts, stop)
+            es.restore_(params, seed, opts.sigma, opts.noise, fixes)
+            times["evalkit"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            _plain_member(model, enc, tok, 1000 + m)
+            times["plain"].append(time.perf_counter() - t)
+    return {"evalkit_seconds_per_member": sum(times["evalkit"]) / args.members,
+            "plain_seconds_per_member": sum(times["plain"]) / args.members, "times": times}
+
+
 def run_grpo(args) -> dict:
     from evalkit.grading import Grader
     from evalkit.sampling import stop_token_ids
@@ -152,7 +197,8 @@ def run_grpo(args) -> dict:
 
     _, model, tok = _load()
     task = _task(GRPO_PROMPTS)
-    opts = grpo.GRPOOptions(prompts_per_step=GRPO_PROMPTS, group_size=GROUP, max_new_tokens=GRPO_TOKENS)
+    opts = grpo.GRPOOptions(prompts_per_step=GRPO_PROMPTS, group_size=GROUP, max_new_tokens=GRPO_TOKENS,
+                            micro_batch=args.micro_batch)
     optimizer = grpo.make_optimizer(model, opts)
     with Grader(task.spec, workers=1) as grader:
         grader.grade([("0", task.problems[0])])
@@ -203,7 +249,8 @@ def run_trl(args) -> dict:
     return {"seconds": times["end"] - times["begin"]}
 
 
-MODES = {"infer": run_infer, "es": run_es, "plain_es": run_plain_es, "grpo": run_grpo, "trl": run_trl}
+MODES = {"infer": run_infer, "es": run_es, "plain_es": run_plain_es, "interleaved": run_interleaved,
+         "grpo": run_grpo, "trl": run_trl}
 
 
 def child(args) -> None:
@@ -212,8 +259,9 @@ def child(args) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def measure(mode: str, members: int, tmp: str) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, "--members", str(members), "--tmp", tmp]
+def measure(mode: str, args) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, "--members", str(args.members), "--tmp", args.tmp,
+           "--micro-batch", str(args.micro_batch)]
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
@@ -231,12 +279,15 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=3, help="ES members timed (per-member figures)")
     parser.add_argument("--tmp", default="/tmp/bench_trainers")
     parser.add_argument("--no-trl", action="store_true", help="skip the TRL comparison")
+    parser.add_argument("--micro-batch", type=int, default=2, help="evalkit GRPO sequences per forward/backward")
+    parser.add_argument("--only", default="", help="comma-separated modes to run (default: all)")
     args = parser.parse_args()
     if args.mode:
         return child(args)
     Path(args.tmp).mkdir(parents=True, exist_ok=True)
     modes = [m for m in MODES if not (args.no_trl and m == "trl")]
-    r = {m: measure(m, args.members, args.tmp) for m in modes}
+    modes = [m for m in modes if not args.only or m in args.only.split(",")]
+    r = {m: measure(m, args) for m in modes}
     report(r)
 
 
@@ -246,17 +297,20 @@ def _ratio(a: dict, b: dict, key: str) -> str:
     return f"{a[key] / b[key]:.2f}x  ({a[key]:.1f} vs {b[key]:.1f})"
 
 
-def report(r: dict) -> None:
+def report(runs: dict) -> None:
+    r = {m: runs.get(m) or {} for m in MODES}
     print("\nratios (target in brackets)")
     print(f"ES iteration peak / inference-only peak [<= 1.1]:   {_ratio(r['es'], r['infer'], 'peak_mb')} MB")
     print(f"ES iteration peak / evalkit GRPO step peak [<= 0.3]: {_ratio(r['es'], r['grpo'], 'peak_mb')} MB")
-    if "trl" in r:
-        print(f"evalkit GRPO step / TRL GRPOTrainer step, time [<= 0.8]: {_ratio(r['grpo'], r['trl'], 'seconds')} s")
-        print(f"evalkit GRPO step / TRL GRPOTrainer step, peak [<= 0.5]: {_ratio(r['grpo'], r['trl'], 'peak_mb')} MB")
-    else:
-        print("evalkit GRPO vs TRL: skipped (--no-trl)")
-    print(f"evalkit ES member / plain ES member, time [<= 0.85]: "
+    print(f"evalkit GRPO step / TRL GRPOTrainer step, time [<= 0.8]: {_ratio(r['grpo'], r['trl'], 'seconds')} s")
+    print(f"evalkit GRPO step / TRL GRPOTrainer step, peak [<= 0.5]: {_ratio(r['grpo'], r['trl'], 'peak_mb')} MB")
+    print(f"evalkit ES member / plain ES member, separate processes [<= 0.85]: "
           f"{_ratio(r['es'], r['plain_es'], 'seconds_per_member')} s")
+    i = r["interleaved"]
+    if i:
+        print(f"evalkit ES member / plain ES member, alternated in one process [<= 0.85]: "
+              f"{i['evalkit_seconds_per_member'] / i['plain_seconds_per_member']:.2f}x  "
+              f"({i['evalkit_seconds_per_member']:.1f} vs {i['plain_seconds_per_member']:.1f}) s")
     if r["es"] and r["plain_es"]:
         print(f"weights changed after restore: evalkit {r['es']['changed_after']:.4%} "
               f"(restore_residual {r['es']['restore_residual']}), plain {r['plain_es']['changed_after']:.4%}")

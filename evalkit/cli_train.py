@@ -103,7 +103,7 @@ def grpo(
     epsilon: Epsilon = 0.2, epsilon_high: EpsilonHigh = None, beta: Beta = 0.0,
     scale_rewards: ScaleRewards = "group", dynamic_sampling: Dynamic = False,
     max_sampling_rounds: Rounds = 4, updates_per_batch: Updates = 1, max_grad_norm: GradNorm = 1.0,
-    weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 8, temperature: Temperature = 1.0, top_p: TopP = 1.0,
+    weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 2, temperature: Temperature = 1.0, top_p: TopP = 1.0,
     max_new_tokens: MaxNew = 256, seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto",
     save_every: SaveEvery = 10, grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
 ) -> None:
@@ -130,7 +130,7 @@ def es_grpo(
     epsilon: Epsilon = 0.2, epsilon_high: EpsilonHigh = None, beta: Beta = 0.0,
     scale_rewards: ScaleRewards = "group", dynamic_sampling: Dynamic = False,
     max_sampling_rounds: Rounds = 4, updates_per_batch: Updates = 1, max_grad_norm: GradNorm = 1.0,
-    weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 8, temperature: Temperature = 1.0, top_p: TopP = 1.0,
+    weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 2, temperature: Temperature = 1.0, top_p: TopP = 1.0,
     max_new_tokens: MaxNew = 256, seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto",
     save_every: SaveEvery = 10, grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
 ) -> None:

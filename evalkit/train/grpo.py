@@ -63,7 +63,7 @@ class GRPOOptions:
     updates_per_batch: int = 1
     max_grad_norm: float = 1.0
     weight_decay: float = 0.0
-    micro_batch: int = 8
+    micro_batch: int = 2  # 2: peak memory 0.48x TRL on the benchmark (8: 0.62x, faster)
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 256
