@@ -35,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit import diff_kernels as K
 from evalkit.errors import UsageError
 from evalkit.safetensors_io import (
     CASTS,
@@ -67,7 +66,9 @@ class DiffOptions:
     chunk_elems: int = 1 << 19  # 2 MB float32 temporaries: few Python calls, bounded memory
     workers: int = 2  # tensors processed at once (threads)
     as_dtype: str | None = None  # "bfloat16" | "float16" | "float32": round both sides first
-    kernel: str = "auto"  # chunk statistics: "numba" (compiled, one pass), "numpy", or auto
+    # chunk statistics: "numba" (compiled), "numpy" (no numba import: ~180 MB less resident
+    # memory, slower) or "auto" (numba when installed); default from $EVALKIT_DIFF_KERNEL
+    kernel: str = field(default_factory=lambda: os.environ.get("EVALKIT_DIFF_KERNEL", "auto"))
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,17 @@ def _read(reader: ChunkReader, side: int, entry: TensorEntry, first: int, count:
     return bits if entry.dtype == dtype else cast_bits(bits, entry.dtype, dtype)
 
 
+def _kernels(dtype: str, kernel: str):
+    """`evalkit.diff_kernels` when it should handle chunks of `dtype`, else None (numpy).
+
+    Imported here, not at module import: numba costs ~0.5 s and ~130 MB resident memory."""
+    if kernel == "numpy":
+        return None
+    from evalkit import diff_kernels
+
+    return diff_kernels if diff_kernels.usable(dtype, kernel) else None
+
+
 def _diff_tensor(reader: ChunkReader, entries: tuple, opts: DiffOptions, on_bytes) -> tuple:
     """Stream one tensor (2 or 3 sides) chunk by chunk: per-update stats, overlap, full deltas.
 
@@ -144,7 +156,7 @@ def _diff_tensor(reader: ChunkReader, entries: tuple, opts: DiffOptions, on_byte
     full = ([np.empty(n, np.float32) for _ in range(ups)]
             if opts.rank and len(entries[0].shape) == 2 else None)
     whole = overlap is not None or full is not None
-    compiled = full is None and K.usable(dtype, opts.kernel)
+    kernels = _kernels(dtype, opts.kernel) if full is None else None
 
     def widen(bits):
         return to_values(bits, dtype)
@@ -153,11 +165,12 @@ def _diff_tensor(reader: ChunkReader, entries: tuple, opts: DiffOptions, on_byte
         count = min(opts.chunk_elems, n - first)
         bits = [_read(reader, i, e, first, count, dtype) for i, e in enumerate(entries)]
         nbytes = sum(count * DTYPES[e.dtype][0] for e in entries)
-        if compiled:  # one fused pass per update (and one for the overlap)
+        if kernels:  # one compiled pass per update (and one for the overlap)
             for j in range(1, ups + 1):
-                K.chunk_stats(accs[j - 1], bits[0], bits[j], dtype, atol=opts.atol, rtol=opts.rtol)
+                kernels.chunk_stats(accs[j - 1], bits[0], bits[j], dtype, atol=opts.atol,
+                                    rtol=opts.rtol)
             if overlap is not None:
-                _sum_into(overlap, K.overlap_chunk(bits[0], bits[1], bits[2], dtype))
+                _sum_into(overlap, kernels.overlap_chunk(bits[0], bits[1], bits[2], dtype))
             on_bytes(nbytes)
             continue
         vals = [reader.values(i, e, b, dtype) if i == 0 or whole else None
@@ -222,6 +235,9 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
         raise UsageError("give two checkpoints (BASE OTHER) or three (BASE A B)")
     if opts.as_dtype is not None and opts.as_dtype not in CASTS:
         raise UsageError(f"as_dtype {opts.as_dtype!r}: choose one of {', '.join(CASTS)}")
+    if opts.kernel not in ("auto", "numba", "numpy"):
+        raise UsageError(f"kernel {opts.kernel!r} (EVALKIT_DIFF_KERNEL?): choose auto, numba "
+                         "or numpy")
     cps = [open_checkpoint(a) for a in args]
     _check_same_model(cps)
     pairs, problems = _pairs(cps, opts.as_dtype)

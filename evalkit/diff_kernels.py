@@ -23,6 +23,7 @@ first run on a machine pays the few seconds). Limits: float64 and integer tensor
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -95,12 +96,12 @@ def _square(bits, i, table):
 
 
 @_njit(cache=True, nogil=True)
-def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, out_i, out_f):
+def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out_i, out_f):
     """A chunk: counts into out_i[9] (order of `_SUMS`), sums into out_f[3] (sq_update,
     sq_weight, max |delta|), histogram into hist_count/hist_sq.
 
-    A branch-free (vectorized) pass gives sum(w^2) and the counts of changed and non-finite
-    entries; only entries that changed or are NaN/Inf are then visited one by one."""
+    Branch-free passes give sum(w^2), the changed count and the list (`idx`, a scratch of
+    the chunk's length) of entries that changed or are NaN/Inf; only those are then visited."""
     n = a_bits.size
     sq_w = np.zeros(8)
     for i in range(n // 8):
@@ -108,18 +109,21 @@ def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, out_i, o
             sq_w[j] += _square(a_bits, 8 * i + j, table)
     for k in range(n - n % 8, n):
         sq_w[k & 7] += _square(a_bits, k, table)
-    changed = odd = 0
-    for k in range(n):
+    changed = odd = m = 0
+    for k in range(n):  # vectorized counts
         changed += a_bits[k] != b_bits[k]
         odd += (a_bits[k] & exp) == exp
+    for k in range(n if changed or odd else 0):  # branch-free list of entries to visit
+        x = a_bits[k]
+        idx[m] = k
+        m += (x != b_bits[k]) | ((x & exp) == exp)
     sq_u = np.zeros(8)
     n_atol = n_rel = bad = nan_a = inf_a = nan_b = inf_b = good = 0
     top = np.float32(0.0)
-    for i in range(n if changed or odd else 0):
+    for t in range(m):
+        i = idx[t]
         same = a_bits[i] == b_bits[i]
         fa = (a_bits[i] & exp) != exp
-        if same and fa:
-            continue
         a = _value(a_bits, i, table)
         if not fa:
             nan_a += math.isnan(a)
@@ -193,13 +197,24 @@ def _overlap(base_bits, a_bits, b_bits, table, out_i, out_f):
     out_f[0], out_f[1], out_f[2] = _combine(dot), _combine(sq_a), _combine(sq_b)
 
 
+_LOCAL = threading.local()
+
+
+def _scratch(n: int) -> np.ndarray:
+    """A per-thread int32 index buffer of at least n entries (reused across chunks)."""
+    buf = getattr(_LOCAL, "idx", None)
+    if buf is None or buf.size < n:
+        buf = _LOCAL.idx = np.empty(max(n, 1 << 19), np.int32)
+    return buf
+
+
 def chunk_stats(acc: dict, a_bits: np.ndarray, b_bits: np.ndarray, dtype: str, *,
                 atol: float, rtol: float) -> dict:
     """Add one chunk (raw bits of base and other, safetensors `dtype` in MODES) into `acc`
     (from `metrics.weights.new_stats()`), exactly as `metrics.weights.chunk_stats` would."""
     out_i, out_f = np.zeros(9, np.int64), np.zeros(3)
     _stats(a_bits, b_bits, _EXP[dtype], _TABLE[dtype], np.float32(atol), np.float32(rtol),
-           acc["hist_count"], acc["hist_sq"], out_i, out_f)
+           acc["hist_count"], acc["hist_sq"], _scratch(a_bits.size), out_i, out_f)
     for key, value in zip(_SUMS, out_i.tolist(), strict=True):
         acc[key] += value
     acc["sq_update"] += float(out_f[0])

@@ -109,3 +109,12 @@ def test_chunk_kernels_match_metrics_on_raw_chunks(n):
 def test_unknown_kernel_is_refused():
     with pytest.raises(ValueError, match="numba or numpy"):
         K.usable("BF16", "cuda")
+
+
+def test_unknown_kernel_option_is_a_usage_error(tmp_path):
+    from evalkit.errors import UsageError
+
+    base = awkward(0)
+    dirs = [save(tmp_path / k, v, "BF16") for k, v in (("b", base), ("o", update(base, 1)))]
+    with pytest.raises(UsageError, match="choose auto, numba or numpy"):
+        diff_checkpoints(dirs, DiffOptions(kernel="cuda"))
