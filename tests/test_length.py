@@ -124,8 +124,15 @@ def test_length_cli_against_samples(runs, tiny_model, tmp_path):
     base_acc = np.mean([r["outcome"] == "correct" for r in base_recs])
     assert row["aes"] == pytest.approx(aes(base_len, tokens.mean(), base_acc, ok.mean())["aes"])
     assert report["base"]["mean_tokens"] == pytest.approx(base_len)
-    # char tokenizer: token counts equal character counts for these texts
-    want = outcome_efficiency([r["completion"] for r in recs], [[r["extracted"]] for r in recs], ok)
+    # the run's own tokenizer is the length unit (completions may hold special tokens)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model)
+
+    def count(text):
+        return len(tok(text, add_special_tokens=False)["input_ids"])
+
+    want = outcome_efficiency([r["completion"] for r in recs], [[r["extracted"]] for r in recs], ok, count)
     assert row["outcome_efficiency"] == pytest.approx(want["outcome_efficiency"])
     assert report["outcome_efficiency_unit"].startswith("tokens")
     assert sum(b["n"] for b in report["tables"]["by_length"]) == len(recs)
