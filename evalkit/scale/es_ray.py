@@ -38,7 +38,9 @@ from evalkit.scale.ray_passk import default_threads
 from evalkit.train.es import (
     ESOptions,
     checksums,
+    es_summary,
     es_update_,
+    member_fitness,
     member_seeds,
     perturb_,
     restore_,
@@ -93,7 +95,7 @@ class ESWorker:
         problems = pick_problems(self.task.problems, opts.prompts_per_iteration, derive_seed(opts.seed, "es-prompts", step))
         before = checksums(self.params)
         fixes = perturb_(self.params, member_seed, opts.sigma, opts.noise)
-        reward, samples = self._fitness(problems)
+        reward, samples = member_fitness(self.model, self.tokenizer, problems, self.grader, opts, self.stop)
         restore_(self.params, member_seed, opts.sigma, opts.noise, fixes)
         return {
             "reward": reward,
@@ -101,17 +103,6 @@ class ESWorker:
             "fixups": sum(int(idx.numel()) for stored in fixes.values() for idx, _ in stored),
             "samples": [(s.num_tokens, s.finish_reason, s.mean_entropy) for s in samples],
         }
-
-    def _fitness(self, problems) -> tuple[float, list]:
-        """Mean 0/1 reward of greedy completions, as evalkit.train.es scores a member."""
-        from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
-        from evalkit.train.common import decode_and_grade
-
-        cfg = SamplingConfig(n=1, temperature=0.0, max_new_tokens=self.opts.max_new_tokens, seed=0)
-        prompts = [render_prompt(self.tokenizer, p.prompt) for p in problems]
-        samples = sample_chunk(self.model, self.tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=self.stop)
-        _, rewards = decode_and_grade(self.tokenizer, self.grader, samples, problems)
-        return sum(rewards) / len(rewards), samples
 
     def update(self, seeds: list[int], z: list[float]) -> list[int]:
         es_update_(self.params, seeds, z, self.opts.alpha, self.opts.noise)
@@ -287,23 +278,4 @@ def run_es_ray(opts: ESOptions, out: Path, *, workers: int, address: str | None 
                 progress(step, opts.iterations, record["reward"])
     finally:
         pop.close()
-    return _summary(run, log, out, opts.iterations, {"ray_workers": workers, "ray_replacements": pop.replacements})
-
-
-def _summary(run, log, out: Path, steps: int, ray: dict) -> dict:
-    """evalkit.train.es's summary, plus the Ray worker count and replaced workers."""
-    from evalkit.train.common import latest_checkpoint
-
-    records = log.records()
-    final = latest_checkpoint(out)
-    summary = {
-        **run.settings,
-        "complete": final is not None and final.step >= steps,
-        "steps": steps,
-        "final_checkpoint": str(final.path) if final else None,
-        "frac_zero_spread": sum(r["zero_spread"] for r in records) / len(records) if records else None,
-        "restore_residual_total": sum(r["restore_residual"] for r in records),
-        **ray,
-    }
-    run.write_summary(summary)
-    return summary
+    return es_summary(run, log, out, opts.iterations, {"ray_workers": workers, "ray_replacements": pop.replacements})

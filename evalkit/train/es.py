@@ -187,7 +187,7 @@ def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> None:
             part.copy_((part.float() + acc[:k].mul_(alpha / n_members)).to(part.dtype))
 
 
-def _fitness(model, tokenizer, problems, grader, opts: ESOptions, stop) -> tuple[float, list]:
+def member_fitness(model, tokenizer, problems, grader, opts: ESOptions, stop) -> tuple[float, list]:
     """Mean 0/1 reward of greedy completions (temperature 0, one per prompt)."""
     from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
     from evalkit.train.common import decode_and_grade
@@ -214,7 +214,7 @@ def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, sto
     for s in seeds:
         fixes = perturb_(params, s, opts.sigma, opts.noise)
         misses += sum(int(idx.numel()) for stored in fixes.values() for idx, _ in stored)
-        reward, member_samples = _fitness(model, tokenizer, problems, grader, opts, stop)
+        reward, member_samples = member_fitness(model, tokenizer, problems, grader, opts, stop)
         restore_(params, s, opts.sigma, opts.noise, fixes)
         residual += sum(a != b for a, b in zip(before, checksums(params), strict=True))
         fitness.append(reward)
@@ -262,10 +262,11 @@ def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> d
                 save_checkpoint(model, tokenizer, out, step, {"kind": "es", "seed": opts.seed})
             if progress:
                 progress(step, opts.iterations, record["reward"])
-    return _summary(run, log, out, opts.iterations)
+    return es_summary(run, log, out, opts.iterations)
 
 
-def _summary(run, log, out: Path, steps: int) -> dict:
+def es_summary(run, log, out: Path, steps: int, extra: dict | None = None) -> dict:
+    """summary.json of an ES run; `extra` adds fields (e.g. the Ray worker counts)."""
     from evalkit.train.common import latest_checkpoint
 
     records = log.records()
@@ -277,6 +278,7 @@ def _summary(run, log, out: Path, steps: int) -> dict:
         "final_checkpoint": str(final.path) if final else None,
         "frac_zero_spread": sum(r["zero_spread"] for r in records) / len(records) if records else None,
         "restore_residual_total": sum(r["restore_residual"] for r in records),
+        **(extra or {}),
     }
     run.write_summary(summary)
     return summary
