@@ -116,7 +116,11 @@ def run_plain_es(args) -> dict:
 
     ref, model, tok = _load()
     model.requires_grad_(False)
-    problems = _task(ES_PROMPTS).problems
+    from evalkit.tasks import scorer_for
+
+    task = _task(ES_PROMPTS)
+    problems, score = task.problems, scorer_for(task.spec)
+    score("0", problems[0])  # warm the scorer's imports outside the timing
     texts = [tok.apply_chat_template([{"role": "user", "content": p.prompt}], add_generation_prompt=True,
                                      tokenize=False) for p in problems]
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
@@ -132,7 +136,8 @@ def run_plain_es(args) -> dict:
         with torch.no_grad():
             out = model.generate(**enc, max_new_tokens=ES_TOKENS, do_sample=False, top_k=None, top_p=None,
                                  temperature=None, pad_token_id=tok.pad_token_id)
-        [tok.decode(o[enc["input_ids"].shape[1]:], skip_special_tokens=True) for o in out]
+        texts_out = [tok.decode(o[enc["input_ids"].shape[1]:], skip_special_tokens=True) for o in out]
+        sum(score(t, p).outcome == "correct" for t, p in zip(texts_out, problems, strict=True))
         t2 = time.perf_counter()
         for i, p in enumerate(params):
             gen = torch.Generator().manual_seed(seed + i)
@@ -145,7 +150,8 @@ def run_plain_es(args) -> dict:
             "changed_after": _changed_share(model, ref)}
 
 
-def _plain_member(model, enc, tok, seed: int, sigma: float = 1e-3) -> None:
+def _plain_member(model, enc, tok, problems, score, seed: int, sigma: float = 1e-3) -> float:
+    """Perturb, greedy generate, score the rewards (in process), restore: the published loop."""
     import torch
 
     params = list(model.parameters())
@@ -154,9 +160,11 @@ def _plain_member(model, enc, tok, seed: int, sigma: float = 1e-3) -> None:
     with torch.no_grad():
         out = model.generate(**enc, max_new_tokens=ES_TOKENS, do_sample=False, top_k=None, top_p=None,
                              temperature=None, pad_token_id=tok.pad_token_id)
-    [tok.decode(o[enc["input_ids"].shape[1]:], skip_special_tokens=True) for o in out]
+    texts = [tok.decode(o[enc["input_ids"].shape[1]:], skip_special_tokens=True) for o in out]
+    reward = sum(score(t, p).outcome == "correct" for t, p in zip(texts, problems, strict=True)) / len(problems)
     for i, p in enumerate(params):
         p.data.add_(-sigma * torch.randn(p.shape, generator=torch.Generator().manual_seed(seed + i), dtype=p.dtype))
+    return reward
 
 
 def run_interleaved(args) -> dict:
@@ -174,17 +182,21 @@ def run_interleaved(args) -> dict:
     enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     opts = es.ESOptions(prompts_per_iteration=ES_PROMPTS, max_new_tokens=ES_TOKENS)
     params, stop, times = es._params(model), stop_token_ids(model, tok), {"evalkit": [], "plain": []}
+    from evalkit.tasks import scorer_for
+
+    plain_score = scorer_for(task.spec)
+    plain_score("0", task.problems[0])  # warm the scorer's imports outside the timing
     with Grader(task.spec, workers=1) as grader:
         grader.grade([("0", task.problems[0])])
         for m in range(args.members):
             seed = derive_seed(0, "bench", m)
             t = time.perf_counter()
             fixes = es.perturb_(params, seed, opts.sigma, opts.noise)
-            es._fitness(model, tok, task.problems, grader, opts, stop)
+            es.member_fitness(model, tok, task.problems, grader, opts, stop)
             es.restore_(params, seed, opts.sigma, opts.noise, fixes)
             times["evalkit"].append(time.perf_counter() - t)
             t = time.perf_counter()
-            _plain_member(model, enc, tok, 1000 + m)
+            _plain_member(model, enc, tok, task.problems, plain_score, 1000 + m)
             times["plain"].append(time.perf_counter() - t)
     return {"evalkit_seconds_per_member": sum(times["evalkit"]) / args.members,
             "plain_seconds_per_member": sum(times["plain"]) / args.members, "times": times}

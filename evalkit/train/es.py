@@ -132,35 +132,67 @@ def checksums(params) -> list[int]:
     return sums
 
 
+def per_tensor(fn, params) -> list:
+    """`fn(i, p)` for every tensor, on as many Python threads as torch has
+    intra-op threads: noise generation is single-threaded per generator, so
+    tensors run side by side (each thread's ops with one intra-op thread).
+    Every tensor's work is independent, so results do not depend on it."""
+    import torch
+
+    workers = torch.get_num_threads()
+    if workers <= 1 or len(params) < 2:
+        return [fn(i, p) for i, p in enumerate(params)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(fn, range(len(params)), params))
+    finally:
+        torch.set_num_threads(workers)
+
+
+def _flatnonzero(mask):
+    """Indices of True entries; numpy's scan is ~6x faster than torch's on CPU."""
+    import numpy as np
+    import torch
+
+    if mask.device.type != "cpu":
+        return torch.nonzero(mask).squeeze(1)
+    return torch.from_numpy(np.flatnonzero(mask.numpy()))
+
+
 def perturb_(params, member_seed: int, sigma: float, noise: str) -> dict:
     """theta += sigma * eps in place; returns the fix-ups that make restore_ exact."""
     import torch
 
-    fixes = {}
-    for i, p in enumerate(params):
+    def one(i, p):
         stored = []
         for start, part, eps in _noise(p, tensor_seed(member_seed, i, noise)):
             eps.mul_(sigma)
             new = (part.float() + eps).to(part.dtype)
-            back = (new.float() - eps).to(part.dtype)
-            miss = torch.nonzero(_bits(back) != _bits(part)).squeeze(1)
+            back = torch.sub(new.float(), eps, out=eps).to(part.dtype)  # eps is spent: reuse it
+            miss = _flatnonzero(_bits(back) != _bits(part))
             if miss.numel():
                 stored.append(((miss + start).to(torch.int32), part[miss].clone()))
             part.copy_(new)
-        if stored:
-            fixes[i] = stored
-    return fixes
+        return stored
+
+    return {i: stored for i, stored in enumerate(per_tensor(one, params)) if stored}
 
 
 def restore_(params, member_seed: int, sigma: float, noise: str, fixes: dict) -> None:
     """theta -= sigma * eps with the same noise, then write back the stored misses."""
-    for i, p in enumerate(params):
+
+    def one(i, p):
         for _, part, eps in _noise(p, tensor_seed(member_seed, i, noise)):
             eps.mul_(sigma)
             part.copy_((part.float() - eps).to(part.dtype))
         flat = p.data.view(-1)
         for index, values in fixes.get(i, ()):
             flat[index.long()] = values
+
+    per_tensor(one, params)
 
 
 def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> None:
