@@ -47,10 +47,10 @@ def diff(
     opts = DiffOptions(atol=atol, rtol=rtol, rank=rank, workers=workers, as_dtype=as_dtype)
     with _progress() as progress:
         result = diff_checkpoints(list(models), opts, progress=progress)
+    written = write_outputs(result, out) if out is not None else []  # results first, then the tables
     print_diff(result.summary, top)
-    if out is not None:
-        for path in write_outputs(result, out):
-            typer.echo(f"wrote {path}")
+    for path in written:
+        typer.echo(f"wrote {path}")
 
 
 def _progress():

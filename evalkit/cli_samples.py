@@ -35,12 +35,14 @@ def _ints(text: str, option: str) -> list[int]:
     return values
 
 
-def _finish(report, out: Path | None) -> None:
+def _finish(report, out: Path | None, show) -> None:
+    """Write the files first (a broken pipe or Ctrl-C while printing loses nothing), then print."""
     from analyses.sample_stats import write_report
     from evalkit.console import console
 
-    if out is not None:
-        paths = write_report(report, out)
+    paths = write_report(report, out) if out is not None else []
+    show(report)
+    if paths:
         console.print(f"wrote {', '.join(str(p) for p in paths)}")
 
 
@@ -71,14 +73,12 @@ def entropy(
         if samples is None or model is None:
             raise UsageError("teacher-forced entropy needs both --model and --samples FILE")
         report = _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batch_tokens)
-        _print_teacher(report)
-        return _finish(report, out)
+        return _finish(report, out, _print_teacher)
     if not runs:
         raise UsageError("give one or more passk run folders, or --model M --samples FILE")
     step_list = _ints(steps, "--steps") if steps else None
     report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=fit)
-    _print_entropy(report)
-    _finish(report, out)
+    _finish(report, out, _print_entropy)
 
 
 def length(
@@ -102,8 +102,7 @@ def length(
     loaded = load_runs(paths, allow_mixed_tasks=allow_mixed_tasks)
     base_run = loaded.pop() if base else None
     report = length_report(loaded, base=base_run, count=_token_counter(model), quantiles=quantiles)
-    _print_length(report)
-    _finish(report, out)
+    _finish(report, out, _print_length)
 
 
 def groups(
@@ -123,8 +122,7 @@ def groups(
 
     report = groups_report(load_run(run), group_sizes=_ints(group_sizes, "--group-sizes"), target=target,
                            train_log=train_log, train_group_size=train_group_size)
-    _print_groups(report)
-    _finish(report, out)
+    _finish(report, out, _print_groups)
 
 
 def _token_counter(model: str | None):
