@@ -47,8 +47,11 @@ def peak_rss_mb() -> float:
 
 
 def child_diff(a: str, b: str, kernel: str = "auto") -> dict:
-    from evalkit.diff import DiffOptions, diff_checkpoints
+    from evalkit.diff import AUTO_NUMBA_BYTES, DiffOptions, diff_checkpoints
 
+    size = sum(f.stat().st_size for p in (a, b) for f in Path(p).glob("*.safetensors"))
+    if kernel == "auto":  # what diff_checkpoints will pick (it counts tensor bytes; files are ~equal)
+        kernel = "numba" if size >= AUTO_NUMBA_BYTES else "numpy"
     start = time.perf_counter()
     if kernel != "numpy":  # the numpy path never imports numba (~130 MB resident)
         from evalkit import diff_kernels as K

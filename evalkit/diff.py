@@ -25,6 +25,7 @@ two bincounts); the compiled pass is much cheaper, see `benchmarks/bench_diff.py
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 import os
 import queue
@@ -130,6 +131,9 @@ def _read(reader: ChunkReader, side: int, entry: TensorEntry, first: int, count:
     """Raw bits of one chunk, rounded to `dtype` when the entry is stored in another."""
     bits = reader.bits(side, entry, first, count)
     return bits if entry.dtype == dtype else cast_bits(bits, entry.dtype, dtype)
+
+
+AUTO_NUMBA_BYTES = 1 << 30  # `auto` uses the numba kernels from 1 GiB of tensors to read
 
 
 def _kernels(dtype: str, kernel: str):
@@ -246,6 +250,8 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
                          f"({len(problems['mismatched'])} shape/dtype mismatches)")
     labels = ["other"] if len(cps) == 2 else ["A", "B"]
     total = sum(e.end - e.start for group in pairs for e in group)
+    if opts.kernel == "auto":  # numba's import (~150 MB) and first compile only pay off on big checkpoints
+        opts = dataclasses.replace(opts, kernel="numba" if total >= AUTO_NUMBA_BYTES else "numpy")
     done, lock = [0], threading.Lock()
 
     def on_bytes(nbytes: int) -> None:
