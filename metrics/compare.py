@@ -24,20 +24,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from metrics.passk import bootstrap_passk, pass_curve
+from metrics.passk import bootstrap_passk, per_problem_passk
 
 __all__ = ["per_problem_passk", "paired_passk_difference", "curve_crossings"]
-
-
-def per_problem_passk(ns, cs, ks) -> np.ndarray:
-    """Matrix [problem, k] of unbiased pass@k, NaN where k > n for that problem."""
-    ns, cs, ks = (np.asarray(x, dtype=np.int64) for x in (ns, cs, ks))
-    out = np.full((len(ns), len(ks)), np.nan)
-    for i, (n, c) in enumerate(zip(ns, cs, strict=True)):
-        curve = pass_curve(int(n), int(c))
-        ok = ks <= n
-        out[i, ok] = curve[ks[ok] - 1]
-    return out
 
 
 def paired_passk_difference(

@@ -20,6 +20,7 @@ import pandas as pd
 __all__ = [
     "pass_at_k",
     "pass_curve",
+    "per_problem_passk",
     "passk_table",
     "bootstrap_passk",
     "g_pass_at_k",
@@ -55,8 +56,9 @@ def pass_curve(n: int, c: int) -> np.ndarray:
     return 1.0 - np.cumprod(ratios)
 
 
-def _curves(ns: np.ndarray, cs: np.ndarray, ks: np.ndarray) -> np.ndarray:
-    """Matrix [problem, k] of pass@k, NaN where k > n for that problem."""
+def per_problem_passk(ns, cs, ks) -> np.ndarray:
+    """Matrix [problem, k] of unbiased pass@k, NaN where k > n for that problem."""
+    ns, cs, ks = (np.asarray(x, dtype=np.int64) for x in (ns, cs, ks))
     out = np.full((len(ns), len(ks)), np.nan)
     for i, (n, c) in enumerate(zip(ns, cs, strict=True)):
         curve = pass_curve(int(n), int(c))
@@ -77,7 +79,7 @@ def passk_table(
     ns, cs, ks = (np.asarray(x, dtype=np.int64) for x in (ns, cs, ks))
     if np.any(ks < 1):
         raise ValueError("every k must be >= 1")
-    per_problem = _curves(ns, cs, ks)
+    per_problem = per_problem_passk(ns, cs, ks)
     low, high = bootstrap_passk(per_problem, n_boot=n_boot, confidence=confidence, seed=seed)
     counts = np.sum(~np.isnan(per_problem), axis=0)
     with warnings.catch_warnings():

@@ -222,26 +222,13 @@ class RayPopulation:
 
 def es_record(step: int, seeds: list[int], members: list[dict]) -> dict:
     """The metrics line of evalkit.train.es.es_iteration, from the members' scalars."""
-    import numpy as np
-
     from evalkit.sampling import Sample
-    from evalkit.train.common import completion_metrics
+    from evalkit.train.es import iteration_record
 
-    r = np.asarray([m["reward"] for m in members])
+    assert len(members) == len(seeds)
     samples = [Sample(0, 0, (), t, f, e, 0) for m in members for t, f, e in m["samples"]]
-    return {
-        "step": step,
-        "reward": float(r.mean()),
-        "reward_std": float(r.std()),
-        "fitness/mean": float(r.mean()),
-        "fitness/std": float(r.std()),
-        "fitness/min": float(r.min()),
-        "fitness/max": float(r.max()),
-        "zero_spread": bool(r.max() == r.min()),
-        "restore_residual": int(sum(m["residual"] for m in members)),
-        "restore_fixups_per_member": sum(m["fixups"] for m in members) / len(seeds),
-        **completion_metrics(samples),
-    }
+    return iteration_record(step, [m["reward"] for m in members], samples,
+                            sum(m["residual"] for m in members), sum(m["fixups"] for m in members))
 
 
 def run_es_ray(opts: ESOptions, out: Path, *, workers: int, address: str | None = None, threads: int = 0,

@@ -248,9 +248,8 @@ def member_fitness(model, tokenizer, problems, grader, opts: ESOptions, stop) ->
 
 def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, stop) -> dict:
     """One ES iteration in place; returns its metrics record."""
-    import numpy as np
 
-    from evalkit.train.common import completion_metrics, derive_seed, pick_problems
+    from evalkit.train.common import derive_seed, pick_problems
     from metrics.grpo import population_zscores
 
     params = _params(model)
@@ -268,7 +267,16 @@ def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, sto
         samples += member_samples
     z = population_zscores(fitness)
     es_update_(params, seeds, z, opts.alpha, opts.noise)
-    r = np.asarray(fitness)
+    return iteration_record(step, fitness, samples, residual, misses)
+
+
+def iteration_record(step: int, rewards, samples, residual: int, fixups: int) -> dict:
+    """The metrics.jsonl line of one ES iteration (TRL names where one exists)."""
+    import numpy as np
+
+    from evalkit.train.common import completion_metrics
+
+    r = np.asarray(rewards)
     return {
         "step": step,
         "reward": float(r.mean()),
@@ -279,7 +287,7 @@ def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, sto
         "fitness/max": float(r.max()),
         "zero_spread": bool(r.max() == r.min()),
         "restore_residual": int(residual),
-        "restore_fixups_per_member": misses / len(seeds),
+        "restore_fixups_per_member": fixups / len(r),
         **completion_metrics(samples),
     }
 
