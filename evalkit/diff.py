@@ -67,8 +67,9 @@ class DiffOptions:
     chunk_elems: int = 1 << 19  # 2 MB float32 temporaries: few Python calls, bounded memory
     workers: int = 2  # tensors processed at once (threads)
     as_dtype: str | None = None  # "bfloat16" | "float16" | "float32": round both sides first
-    # chunk statistics: "numba" (compiled), "numpy" (no numba import: ~180 MB less resident
-    # memory, slower) or "auto" (numba when installed); default from $EVALKIT_DIFF_KERNEL
+    # chunk statistics: "c" (diff_kernel.c, built by the system compiler), "numba", "numpy"
+    # (slowest, no compiler needed) or "auto" (see `_pick_kernel`); all give identical figures.
+    # Default from $EVALKIT_DIFF_KERNEL
     kernel: str = field(default_factory=lambda: os.environ.get("EVALKIT_DIFF_KERNEL", "auto"))
 
 
@@ -133,18 +134,45 @@ def _read(reader: ChunkReader, side: int, entry: TensorEntry, first: int, count:
     return bits if entry.dtype == dtype else cast_bits(bits, entry.dtype, dtype)
 
 
-AUTO_NUMBA_BYTES = 1 << 30  # `auto` uses the numba kernels from 1 GiB of tensors to read
+AUTO_NUMBA_BYTES = 1 << 30  # without a C compiler, `auto` uses numba from 1 GiB of tensors
+KERNELS = ("auto", "c", "numba", "numpy")
 
 
 def _kernels(dtype: str, kernel: str):
-    """`evalkit.diff_kernels` when it should handle chunks of `dtype`, else None (numpy).
+    """The module whose `chunk_stats` / `overlap_chunk` handle chunks of `dtype`: the C
+    kernels (`evalkit.diff_ckernel`), numba's (`evalkit.diff_kernels`) or None (numpy).
 
     Imported here, not at module import: numba costs ~0.5 s and ~130 MB resident memory."""
-    if kernel == "numpy":
+    if kernel == "numpy" or dtype not in ("BF16", "F16", "F32"):
         return None
+    if kernel == "c":
+        from evalkit import diff_ckernel
+
+        return diff_ckernel
     from evalkit import diff_kernels
 
     return diff_kernels if diff_kernels.usable(dtype, kernel) else None
+
+
+def _pick_kernel(kernel: str, total_bytes: int) -> str:
+    """`auto`: the C kernels when a C compiler built them (cheap at any size), else numba from
+    AUTO_NUMBA_BYTES (its import and first compile pay off on big checkpoints only), else numpy.
+    An explicit `c` or `numba` that cannot run is a usage error saying why."""
+    from evalkit import diff_ckernel
+
+    if kernel == "c" and not diff_ckernel.available():
+        raise UsageError(f"kernel 'c' cannot run: {diff_ckernel.reason()} (use auto, numba or "
+                         "numpy)")
+    if kernel == "numba":
+        from evalkit import diff_kernels
+
+        if not diff_kernels.available():
+            raise UsageError("kernel 'numba' asked for but numba is not installed")
+    if kernel != "auto":
+        return kernel
+    if diff_ckernel.available():
+        return "c"
+    return "numba" if total_bytes >= AUTO_NUMBA_BYTES else "numpy"
 
 
 def _diff_tensor(reader: ChunkReader, entries: tuple, opts: DiffOptions, on_bytes) -> tuple:
@@ -239,9 +267,11 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
         raise UsageError("give two checkpoints (BASE OTHER) or three (BASE A B)")
     if opts.as_dtype is not None and opts.as_dtype not in CASTS:
         raise UsageError(f"as_dtype {opts.as_dtype!r}: choose one of {', '.join(CASTS)}")
-    if opts.kernel not in ("auto", "numba", "numpy"):
-        raise UsageError(f"kernel {opts.kernel!r} (EVALKIT_DIFF_KERNEL?): choose auto, numba "
-                         "or numpy")
+    if not (opts.atol >= 0 and opts.rtol >= 0):
+        raise UsageError("atol and rtol must be >= 0")
+    if opts.kernel not in KERNELS:
+        raise UsageError(f"kernel {opts.kernel!r} (EVALKIT_DIFF_KERNEL?): choose "
+                         f"{', '.join(KERNELS)}")
     cps = [open_checkpoint(a) for a in args]
     _check_same_model(cps)
     pairs, problems = _pairs(cps, opts.as_dtype)
@@ -250,8 +280,7 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
                          f"({len(problems['mismatched'])} shape/dtype mismatches)")
     labels = ["other"] if len(cps) == 2 else ["A", "B"]
     total = sum(e.end - e.start for group in pairs for e in group)
-    if opts.kernel == "auto":  # numba's import (~150 MB) and first compile only pay off on big checkpoints
-        opts = dataclasses.replace(opts, kernel="numba" if total >= AUTO_NUMBA_BYTES else "numpy")
+    opts = dataclasses.replace(opts, kernel=_pick_kernel(opts.kernel, total))
     done, lock = [0], threading.Lock()
 
     def on_bytes(nbytes: int) -> None:

@@ -113,7 +113,8 @@ def sum_squares(x: np.ndarray) -> float:
     """`sum(x**2)`, squares in float64 (exact for float32 x), summed by `lane_sum`.
 
     NaN or Inf in `x` give a non-finite sum (that is how `chunk_stats` notices them)."""
-    return lane_sum(np.square(x, dtype=np.float64))
+    with np.errstate(invalid="ignore"):  # signalling NaN payloads
+        return lane_sum(np.square(x, dtype=np.float64))
 
 
 def new_stats(hist: bool = True) -> dict:
@@ -185,7 +186,8 @@ def _delta_stats(acc: dict, absd, absa, sq64, atol: float, rtol: float) -> None:
     acc["max_abs"] = max(acc["max_abs"], float(absd.max()))
     acc["changed_atol"] += int(np.count_nonzero(absd > atol))
     limit = np.abs(absa, out=absa)
-    limit *= rtol
+    with np.errstate(invalid="ignore"):  # signalling NaN payloads
+        limit *= rtol
     acc["changed_rel"] += int(np.count_nonzero(absd > limit))
     f32 = absd.astype(np.float32, copy=False)  # float64 tensors: bins at float32 resolution
     bins = np.right_shift(f32.view(np.uint32), 16, dtype=np.intp)  # bincount's casts cost 4x
