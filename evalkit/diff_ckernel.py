@@ -32,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from metrics.weights import note_span
+
 __all__ = ["MODES", "available", "reason", "chunk_stats", "overlap_chunk"]
 
 MODES = ("BF16", "F16", "F32")
@@ -142,12 +144,14 @@ def chunk_stats(acc: dict, a_bits: np.ndarray, b_bits: np.ndarray, dtype: str, *
     lib = _load()
     a_bits, b_bits = _bits(a_bits, dtype), _bits(b_bits, dtype)
     assert acc["hist_count"].dtype == np.int64 and acc["hist_sq"].dtype == np.float64
-    out_i, out_f = np.zeros(9, np.int64), np.zeros(3)
+    out_i, out_f = np.zeros(11, np.int64), np.zeros(3)
     getattr(lib, f"stats_{_SUFFIX[dtype]}")(
         _ptr(a_bits), _ptr(b_bits), a_bits.size, _table(dtype), atol, rtol,
         _ptr(acc["hist_count"]), _ptr(acc["hist_sq"]), _ptr(out_i), _ptr(out_f))
-    for key, value in zip(_SUMS, out_i.tolist(), strict=True):
+    counts = out_i.tolist()
+    for key, value in zip(_SUMS, counts[:9], strict=True):
         acc[key] += value
+    note_span(acc, *counts[9:])
     acc["sq_update"] += float(out_f[0])
     acc["sq_weight"] += float(out_f[1])
     acc["max_abs"] = max(acc["max_abs"], float(out_f[2]))

@@ -109,7 +109,7 @@ static inline int32_t compress_moved(v8f ad, float *out) {
 }
 
 /* out_i: n, changed, changed_atol, changed_rel, nonfinite_pairs, nan_base, inf_base,
- *        nan_other, inf_other;  out_f: sum d^2, sum w^2, max |d|.
+ *        nan_other, inf_other, lowest and past-highest histogram bin >= 1 in use;  out_f: sum d^2, sum w^2, max |d|.
  * Per entry: ok = both sides and the delta finite; d = other - base where ok and the raw bits
  * differ, else 0; the 8-lane body is branch-free. Counts go into int32 lanes per block (at
  * most BLOCK / 8 each); NaN/Inf are counted one by one only in blocks that hold any. The
@@ -125,6 +125,7 @@ void NAME(const T *a, const T *b, int64_t n, const float *table, float atol, flo
     float moved_ad[BLOCK + LANES];                                                                    \
     T pad_a[LANES], pad_b[LANES];                                                             \
     int64_t moved = 0;                                                                        \
+    uint32_t lo = 1u << 15, hi = 0; /* bins >= 1 in use: [lo, hi) */                          \
     for (int64_t start = 0; start < n; start += BLOCK) {                                      \
         int64_t len = n - start < BLOCK ? n - start : BLOCK;                                  \
         v8i32 c_changed = {0}, c_atol = {0}, c_rel = {0}, c_bad = {0};                        \
@@ -182,6 +183,8 @@ void NAME(const T *a, const T *b, int64_t n, const float *table, float atol, flo
             uint32_t k;                                                                       \
             memcpy(&k, &ad, sizeof k);                                                        \
             k >>= 16;                                                                         \
+            lo = k && k < lo ? k : lo;                                                        \
+            hi = k && k >= hi ? k + 1 : hi;                                                   \
             hist_count[k] += 1;                                                               \
             hist_sq[k] += (double)ad * (double)ad;                                            \
         }                                                                                     \
@@ -195,6 +198,7 @@ void NAME(const T *a, const T *b, int64_t n, const float *table, float atol, flo
     memcpy(&mxf, &mx, sizeof mxf);                                                            \
     out_i[0] = n; out_i[1] = changed; out_i[2] = n_atol; out_i[3] = n_rel; out_i[4] = bad;    \
     out_i[5] = odd[0]; out_i[6] = odd[1]; out_i[7] = odd[2]; out_i[8] = odd[3];               \
+    out_i[9] = lo; out_i[10] = hi;                                                            \
     out_f[0] = combine(sq_u); out_f[1] = combine(sq_w); out_f[2] = mxf;                       \
 }
 

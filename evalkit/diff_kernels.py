@@ -27,6 +27,8 @@ import threading
 
 import numpy as np
 
+from metrics.weights import note_span
+
 try:
     import numba
 except ImportError:  # pragma: no cover - numba is a dependency; the numpy path still works
@@ -97,8 +99,9 @@ def _square(bits, i, table):
 
 @_njit(cache=True, nogil=True)
 def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out_i, out_f):
-    """A chunk: counts into out_i[9] (order of `_SUMS`), sums into out_f[3] (sq_update,
-    sq_weight, max |delta|), histogram into hist_count/hist_sq.
+    """A chunk: counts into out_i[9] (order of `_SUMS`) and the span [lo, hi) of histogram
+    bins >= 1 in use into out_i[9:11], sums into out_f[3] (sq_update, sq_weight, max |delta|),
+    histogram into hist_count/hist_sq.
 
     Branch-free passes give sum(w^2), the changed count and the list (`idx`, a scratch of
     the chunk's length) of entries that changed or are NaN/Inf; only those are then visited."""
@@ -120,6 +123,7 @@ def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out
     sq_u = np.zeros(8)
     n_atol = n_rel = bad = nan_a = inf_a = nan_b = inf_b = good = 0
     top = np.float32(0.0)
+    lo, hi = hist_count.size, 0
     for t in range(m):
         i = idx[t]
         same = a_bits[i] == b_bits[i]
@@ -148,12 +152,15 @@ def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out
         sq = np.float64(d) * np.float64(d)
         sq_u[i & 7] += sq
         k = np.uint32(np.float32(ad).view(np.uint32) >> np.uint32(16))
+        if k:
+            lo, hi = min(lo, k), max(hi, k + 1)
         hist_count[k] += 1
         hist_sq[k] += sq
         good += 1
     hist_count[0] += n - good  # unchanged or non-finite: delta 0
     out_i[0], out_i[1], out_i[2], out_i[3] = n, changed, n_atol, n_rel
     out_i[4], out_i[5], out_i[6], out_i[7], out_i[8] = bad, nan_a, inf_a, nan_b, inf_b
+    out_i[9], out_i[10] = lo, hi
     out_f[0], out_f[1], out_f[2] = _combine(sq_u), _combine(sq_w), top
 
 
@@ -212,11 +219,13 @@ def chunk_stats(acc: dict, a_bits: np.ndarray, b_bits: np.ndarray, dtype: str, *
                 atol: float, rtol: float) -> dict:
     """Add one chunk (raw bits of base and other, safetensors `dtype` in MODES) into `acc`
     (from `metrics.weights.new_stats()`), exactly as `metrics.weights.chunk_stats` would."""
-    out_i, out_f = np.zeros(9, np.int64), np.zeros(3)
+    out_i, out_f = np.zeros(11, np.int64), np.zeros(3)
     _stats(a_bits, b_bits, _EXP[dtype], _TABLE[dtype], np.float32(atol), np.float32(rtol),
            acc["hist_count"], acc["hist_sq"], _scratch(a_bits.size), out_i, out_f)
-    for key, value in zip(_SUMS, out_i.tolist(), strict=True):
+    counts = out_i.tolist()
+    for key, value in zip(_SUMS, counts[:9], strict=True):
         acc[key] += value
+    note_span(acc, *counts[9:])
     acc["sq_update"] += float(out_f[0])
     acc["sq_weight"] += float(out_f[1])
     acc["max_abs"] = max(acc["max_abs"], float(out_f[2]))
@@ -238,6 +247,7 @@ def warm_up() -> None:
         x = np.zeros(16, np.uint32 if dtype == "F32" else np.uint16)
         acc = {k: 0 for k in _SUMS} | {"sq_update": 0.0, "sq_weight": 0.0, "max_abs": 0.0,
                                        "hist_count": np.zeros(1 << 15, np.int64),
-                                       "hist_sq": np.zeros(1 << 15)}
+                                       "hist_sq": np.zeros(1 << 15), "hist_lo": 1 << 15,
+                                       "hist_hi": 0}
         chunk_stats(acc, x, x, dtype, atol=1e-5, rtol=2.0**-9)
         overlap_chunk(x, x, x, dtype)

@@ -49,6 +49,7 @@ __all__ = [
     "sum_squares",
     "delta",
     "new_stats",
+    "note_span",
     "chunk_stats",
     "merge_stats",
     "finish_stats",
@@ -122,8 +123,18 @@ def new_stats(hist: bool = True) -> dict:
     stats = dict.fromkeys(_COUNTS, 0)
     stats.update(sq_update=0.0, sq_weight=0.0, max_abs=0.0)
     if hist:
-        stats.update(hist_count=np.zeros(HIST_BINS, np.int64), hist_sq=np.zeros(HIST_BINS))
+        stats.update(hist_count=np.zeros(HIST_BINS, np.int64), hist_sq=np.zeros(HIST_BINS),
+                     hist_lo=HIST_BINS, hist_hi=0)  # bins >= 1 in use: within [lo, hi)
     return stats
+
+
+def note_span(acc: dict, lo: int, hi: int) -> None:
+    """Widen the accumulator's span of occupied histogram bins (bin 0 aside) to [lo, hi).
+
+    Merges and `concentration` then look at that window only: a few hundred bins for a real
+    update instead of all 2^15."""
+    if lo < hi:
+        acc["hist_lo"], acc["hist_hi"] = min(acc["hist_lo"], lo), max(acc["hist_hi"], hi)
 
 
 def chunk_stats(acc, a_bits, b_bits, a, b, d=None, *, atol: float, rtol: float = BF16_RTOL,
@@ -193,6 +204,9 @@ def _delta_stats(acc: dict, absd, absa, sq64, atol: float, rtol: float) -> None:
     bins = np.right_shift(f32.view(np.uint32), 16, dtype=np.intp)  # bincount's casts cost 4x
     count = np.bincount(bins)  # length = top bin + 1
     acc["hist_count"][: count.size] += count
+    used = np.flatnonzero(count[1:])
+    if used.size:
+        note_span(acc, int(used[0]) + 1, int(used[-1]) + 2)
     np.add.at(acc["hist_sq"], bins, sq64)  # into the accumulator, in entry order (as the kernel)
 
 
@@ -213,9 +227,11 @@ def merge_stats(acc: dict, part: dict) -> dict:
     for key in (*_COUNTS, "sq_update", "sq_weight"):
         acc[key] += part[key]
     acc["max_abs"] = max(acc["max_abs"], part["max_abs"])
-    if "hist_count" in acc:
-        acc["hist_count"] += part["hist_count"]
-        acc["hist_sq"] += part["hist_sq"]
+    if "hist_count" in acc:  # bin 0 and the part's span: the other bins hold zeros
+        for key in ("hist_count", "hist_sq"):
+            acc[key][0] += part[key][0]
+            acc[key][part["hist_lo"]:part["hist_hi"]] += part[key][part["hist_lo"]:part["hist_hi"]]
+        note_span(acc, part["hist_lo"], part["hist_hi"])
     return acc
 
 
@@ -234,20 +250,26 @@ def finish_stats(s: dict) -> dict:
     out["rel_norm"] = out["update_norm"] / out["weight_norm"] if s["sq_weight"] else math.nan
     out["max_abs_update"] = s["max_abs"]
     if "hist_count" in s:
-        shares = concentration(s["hist_count"], s["hist_sq"], CONCENTRATION_QS)
+        shares = concentration(s["hist_count"], s["hist_sq"], CONCENTRATION_QS,
+                               span=(s["hist_lo"], s["hist_hi"]))
         for q, share in zip(CONCENTRATION_QS, shares, strict=True):
             out[f"top_{q * 100:g}pct_share"] = share
     return out
 
 
-def concentration(hist_count: np.ndarray, hist_sq: np.ndarray, q: float | tuple) -> float | list:
+def concentration(hist_count: np.ndarray, hist_sq: np.ndarray, q: float | tuple,
+                  span: tuple[int, int] | None = None) -> float | list:
     """Share of `sum d^2` held by the `ceil(q * n)` largest |d| (n = all entries, zeros included).
 
     Walks the |delta| histogram from the top; the bin holding the cut contributes
     `taken * mean(d^2 in bin)`. NaN when the update is zero. A tuple of q gives a list.
+    `span` = (lo, hi): the bins >= 1 in use all lie in [lo, hi) (an accumulator's `hist_lo`,
+    `hist_hi`), so only those are searched; by default every bin is.
     """
     qs = q if isinstance(q, tuple) else (q,)
-    used = np.flatnonzero(hist_count)[::-1]  # occupied bins, largest |d| first
+    lo, hi = span if span is not None else (1, hist_count.size)
+    used = np.concatenate([np.flatnonzero(hist_count[:1]), lo + np.flatnonzero(hist_count[lo:hi])])
+    used = used[::-1]  # occupied bins, largest |d| first
     counts, sqs = hist_count[used], hist_sq[used]
     total, n = float(sqs.sum()), int(counts.sum())
     cum_n, cum_sq = np.cumsum(counts), np.cumsum(sqs)

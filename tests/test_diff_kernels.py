@@ -164,6 +164,11 @@ def test_kernels_match_numpy_on_arbitrary_bit_patterns(kernel, dtype):
         for key, value in ref.items():
             assert np.array_equal(fast[key], value), (key, fast[key], value)
         assert ref["nan_base"] and ref["inf_base"] and ref["nonfinite_pairs"]
+        qs = W.CONCENTRATION_QS  # the span of occupied bins changes no share
+        spanned = W.concentration(ref["hist_count"], ref["hist_sq"], qs,
+                                  span=(ref["hist_lo"], ref["hist_hi"]))
+        assert spanned == W.concentration(ref["hist_count"], ref["hist_sq"], qs)
+        assert ref["hist_count"][1:ref["hist_lo"]].sum() == ref["hist_count"][ref["hist_hi"]:].sum() == 0
     da, db = (W.delta(to_values(base, dtype), to_values(x, dtype)) for x in sides)
     for d, x in ((da, sides[0]), (db, sides[1])):
         d[~(np.isfinite(d) & np.isfinite(to_values(base, dtype)))] = 0
