@@ -7,8 +7,8 @@ Baseline (named, measured in the same run): `naive` = AutoModelForCausalLM.from_
 both checkpoints in bf16, then per parameter `b.float() - a.float()` with the same counts and
 norms (changed bits, > atol, ||d||, max |d|). Each method runs in its own subprocess; peak
 memory is that process's VmHWM (resident set high-water mark: mapped file pages count), wall
-time is the load-and-compare call (imports and numba kernel loading excluded, the kernels'
-cold compile and cache-load times reported separately; the numpy path is also timed on the
+time is the load-and-compare call (imports and kernel loading excluded, the kernels' build
+and cache-load times reported separately; the numba and numpy paths are also timed on the
 first pair). "plain read" reads
 the same files once to warm the page cache, then once more timed (the page cache cannot be
 dropped here): the throughput ceiling of any tool that must look at every byte.
@@ -47,21 +47,21 @@ def peak_rss_mb() -> float:
 
 
 def child_diff(a: str, b: str, kernel: str = "auto") -> dict:
-    from evalkit.diff import AUTO_NUMBA_BYTES, DiffOptions, diff_checkpoints
+    from evalkit.diff import DiffOptions, _pick_kernel, diff_checkpoints
 
     size = sum(f.stat().st_size for p in (a, b) for f in Path(p).glob("*.safetensors"))
-    if kernel == "auto":  # what diff_checkpoints will pick (it counts tensor bytes; files are ~equal)
-        kernel = "numba" if size >= AUTO_NUMBA_BYTES else "numpy"
     start = time.perf_counter()
-    if kernel != "numpy":  # the numpy path never imports numba (~130 MB resident)
+    kernel = _pick_kernel(kernel, size)  # what diff_checkpoints picks (it counts tensor bytes)
+    if kernel == "numba":  # the other paths never import numba (~130 MB resident)
         from evalkit import diff_kernels as K
 
         K.warm_up()  # numba: load the cached machine code (or compile it): reported apart
-    warm = time.perf_counter() - start
+    warm = time.perf_counter() - start  # for C: load the built library (or build it)
     start, cpu = time.perf_counter(), time.process_time()
     summary = diff_checkpoints([a, b], DiffOptions(kernel=kernel)).summary
     overall = summary["updates"]["other"]["overall"]
     return {"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu, "warm": warm,
+            "kernel": kernel,
             "changed": overall["changed_bits"],
             "changed_atol": overall["changed_atol"], "update_norm": overall["update_norm"]}
 
@@ -92,13 +92,14 @@ def child_naive(a: str, b: str) -> dict:
             "changed_atol": changed_atol, "update_norm": math.sqrt(sq)}
 
 
-def kernel_compile_times() -> tuple[float, float]:
-    """Seconds to compile the numba kernels cold (empty cache) and to load them from the cache,
-    each in a fresh process (imports included)."""
-    code = ("import time; t = time.perf_counter(); from evalkit import diff_kernels as K; "
-            "K.warm_up(); print(time.perf_counter() - t)")
-    with tempfile.TemporaryDirectory(prefix="numba_cache_") as cache:
-        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+def kernel_compile_times(which: str) -> tuple[float, float]:
+    """Seconds to build the C (`c`) or numba (`numba`) kernels on an empty cache and to load
+    them from the cache, each in a fresh process (imports included)."""
+    code = {"numba": "from evalkit import diff_kernels as K; K.warm_up()",
+            "c": "from evalkit import diff_ckernel as K; assert K.available(), K.reason()"}[which]
+    code = f"import time; t = time.perf_counter(); {code}; print(time.perf_counter() - t)"
+    with tempfile.TemporaryDirectory(prefix="kernel_cache_") as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, "EVALKIT_CACHE": cache}
         times = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                       cwd=ROOT, env=env, check=True).stdout) for _ in range(2)]
     return times[0], times[1]
@@ -242,26 +243,27 @@ def mem_available_gb() -> float:
     return 0.0
 
 
-def bench_pair(label: str, a: Path, b: Path, run_naive: bool, numpy_too: bool = False) -> None:
+def bench_pair(label: str, a: Path, b: Path, run_naive: bool, others: bool = False) -> None:
     files = sorted(a.glob("*.safetensors")) + sorted(b.glob("*.safetensors"))
     nbytes = sum(f.stat().st_size for f in files)
     plain_read(files)  # warm the page cache
     _, read_s = plain_read(files)
-    ours = run_child("diff", a, b)
+    ours = run_child("diff", a, b)  # kernel "auto": C when a compiler built it
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\n== {label}: {len(files)} files, {nbytes / 1e9:.2f} GB (load average {load}, "
           f"{os.cpu_count()} cores: wall times are inflated when the load exceeds the cores)")
     print(f"plain read      {read_s:7.2f} s  {nbytes / read_s / 1e9:6.2f} GB/s")
     print(f"evalkit diff    {ours['wall']:7.2f} s  {nbytes / ours['wall'] / 1e9:6.2f} GB/s  "
+          f"[{ours['kernel']} kernels] "
           f"peak {ours['peak_rss_mb']:7.0f} MB  cpu {ours['cpu']:.2f} s  "
           f"(process {ours['process_wall']:.2f} s)")
     print(f"throughput vs plain read: {read_s / ours['wall']:.3f}x  (target >= 0.5)  "
           f"[kernels loaded before timing in {ours['warm']:.2f} s]")
-    if numpy_too:
-        ref = run_child("diff-numpy", a, b)
-        print(f"diff, numpy path {ref['wall']:6.2f} s  {nbytes / ref['wall'] / 1e9:6.2f} GB/s  "
-              f"peak {ref['peak_rss_mb']:7.0f} MB  cpu {ref['cpu']:.2f} s  -> numba path "
-              f"{ref['wall'] / ours['wall']:.2f}x faster; same figures: "
+    for other in ("numba", "numpy") if others else ():
+        ref = run_child(f"diff-{other}", a, b)
+        print(f"diff, {other:5} path {ref['wall']:6.2f} s  {nbytes / ref['wall'] / 1e9:6.2f} GB/s  "
+              f"peak {ref['peak_rss_mb']:7.0f} MB  cpu {ref['cpu']:.2f} s  -> {ours['kernel']} "
+              f"path {ref['wall'] / ours['wall']:.2f}x faster; same figures: "
               f"{(ref['changed'], ref['update_norm']) == (ours['changed'], ours['update_norm'])}")
     if not run_naive:
         print("naive: skipped (not enough free memory or --no-large-naive)")
@@ -286,19 +288,20 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         method, a, b = args.child
-        kernel = "numpy" if method == "diff-numpy" else "auto"
+        kernel = method.removeprefix("diff-") if method.startswith("diff-") else "auto"
         result = child_naive(a, b) if method == "naive" else child_diff(a, b, kernel)
         print(json.dumps({**result, "peak_rss_mb": peak_rss_mb()}))
         return
-    cold, cached = kernel_compile_times()
-    print(f"numba kernels: compile {cold:.1f} s on a cold cache, {cached:.2f} s from the cache "
-          "(each a fresh process, imports included; not in the wall times below)")
+    for which in ("c", "numba"):
+        cold, cached = kernel_compile_times(which)
+        print(f"{which} kernels: built in {cold:.1f} s on an empty cache, loaded in {cached:.2f} s "
+              "from the cache (fresh processes, imports included; not in the wall times below)")
     with tempfile.TemporaryDirectory(prefix="bench_diff_") as tmp:
         root = Path(tmp)
         t = time.perf_counter()
         small = make_small_pair(root)
         print(f"made the default-model bf16 pair in {time.perf_counter() - t:.1f} s")
-        bench_pair("smollm2-135m bf16 pair", *small, run_naive=True, numpy_too=True)
+        bench_pair("smollm2-135m bf16 pair", *small, run_naive=True, others=True)
         if args.no_large:
             return
         t = time.perf_counter()

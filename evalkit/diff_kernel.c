@@ -16,7 +16,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-#if defined(__AVX512F__) && defined(__AVX512VL__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -39,8 +39,21 @@ static inline double combine(v8d l) {
 }
 
 /* acc += x * y lane by lane, x and y float32 (products exact in float64) */
+static inline v8d to_f64(v8f x) {
+#ifdef __AVX512F__ /* one instruction (GCC splits __builtin_convertvector into four) */
+    __m256 v;
+    memcpy(&v, &x, sizeof v);
+    __m512d w = _mm512_cvtps_pd(v);
+    v8d r;
+    memcpy(&r, &w, sizeof r);
+    return r;
+#else
+    return __builtin_convertvector(x, v8d);
+#endif
+}
+
 static inline void add_products(v8d *acc, v8f x, v8f y) {
-    *acc += __builtin_convertvector(x, v8d) * __builtin_convertvector(y, v8d);
+    *acc += to_f64(x) * to_f64(y);
 }
 
 static inline int64_t hsum(v8i64 c) {
@@ -50,10 +63,17 @@ static inline int64_t hsum(v8i64 c) {
 /* float32 bit patterns of 8 entries from position i: bf16 (top half of a float32), fp16 (by
  * the float32 `table`), fp32 (as stored) */
 static inline v8u32 bits_bf16(const uint16_t *p, int64_t i, const float *table) {
-    v8u16 x;
     (void)table;
+#ifdef __AVX2__ /* one widening load (GCC splits __builtin_convertvector into four steps) */
+    __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + i)));
+    v8u32 r;
+    memcpy(&r, &w, sizeof r);
+    return r << 16;
+#else
+    v8u16 x;
     memcpy(&x, p + i, sizeof x);
     return __builtin_convertvector(x, v8u32) << 16;
+#endif
 }
 
 static inline v8u32 bits_f16(const uint16_t *p, int64_t i, const float *table) {
@@ -85,6 +105,20 @@ static inline uint32_t one_f32(const uint32_t *p, int64_t i, const float *table)
     return p[i];
 }
 
+static inline v8u32 max_u32(v8u32 a, v8u32 b) {
+#ifdef __AVX2__
+    __m256i x, y;
+    memcpy(&x, &a, sizeof x);
+    memcpy(&y, &b, sizeof y);
+    x = _mm256_max_epu32(x, y);
+    memcpy(&a, &x, sizeof a);
+    return a;
+#else
+    v8u32 gt = (v8u32)(a > b);
+    return (a & gt) | (b & ~gt);
+#endif
+}
+
 static inline v8i32 is_fin(v8u32 u) { return (u & EXP32) != EXP32; }
 static inline v8i64 widen(v8i32 mask) { return __builtin_convertvector(mask, v8i64); }
 
@@ -110,7 +144,8 @@ static inline int32_t compress_moved(v8f ad, float *out) {
 
 /* out_i: n, changed, changed_atol, changed_rel, nonfinite_pairs, nan_base, inf_base,
  *        nan_other, inf_other, lowest and past-highest histogram bin >= 1 in use;  out_f: sum d^2, sum w^2, max |d|.
- * Per entry: ok = both sides and the delta finite; d = other - base where ok and the raw bits
+ * Per entry: ok = the delta finite (it is not when either side is NaN or Inf, or when it
+ * overflows); d = other - base where ok and the raw bits
  * differ, else 0; the 8-lane body is branch-free. Counts go into int32 lanes per block (at
  * most BLOCK / 8 each); NaN/Inf are counted one by one only in blocks that hold any. The
  * nonzero |d| of a block, compressed in entry order, then go into the histogram. A chunk's
@@ -148,7 +183,7 @@ void NAME(const T *a, const T *b, int64_t n, const float *table, float atol, flo
             v8i32 ch = (ua != ub);                                                            \
             v8i32 fa = is_fin(ua);                                                            \
             v8f diff = vb - va;                                                               \
-            v8i32 ok = fa & is_fin(ub) & is_fin((v8u32)diff);                                 \
+            v8i32 ok = is_fin((v8u32)diff); /* NaN or Inf on a side makes it so */           \
             v8u32 du = (v8u32)diff & (v8u32)(ok & ch);                                        \
             v8u32 adu = du & ABS32;                                                           \
             v8f ad = (v8f)adu;                                                                \
@@ -160,7 +195,7 @@ void NAME(const T *a, const T *b, int64_t n, const float *table, float atol, flo
             c_atol += ad > atol;                                                              \
             c_rel += ad > rtol * (v8f)(ua & ABS32);                                           \
             c_bad += ~ok & live;                                                              \
-            top = (v8u32)((v8i32)(adu > top) & (v8i32)adu) | (top & (v8u32)(adu <= top));     \
+            top = max_u32(top, adu); /* |d| >= 0: float order is unsigned-int order */     \
         }                                                                                     \
         int32_t block_bad = 0;                                                                \
         for (int j = 0; j < LANES; j++) {                                                     \

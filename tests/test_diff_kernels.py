@@ -174,3 +174,18 @@ def test_kernels_match_numpy_on_arbitrary_bit_patterns(kernel, dtype):
         d[~(np.isfinite(d) & np.isfinite(to_values(base, dtype)))] = 0
         d[base == x] = 0
     assert mod.overlap_chunk(base, *sides, dtype) == W.overlap_chunk(base, *sides, da, db)
+
+
+def test_without_a_c_compiler_auto_falls_back_and_c_says_why(tmp_path, monkeypatch):
+    from evalkit.errors import UsageError
+
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(diff_ckernel, "_STATE", {})
+    assert not diff_ckernel.available() and "no C compiler" in diff_ckernel.reason()
+    base = awkward(0)
+    dirs = [save(tmp_path / k, v, "BF16") for k, v in (("b", base), ("o", update(base, 1)))]
+    with pytest.raises(UsageError, match="kernel 'c' cannot run: no C compiler"):
+        diff_checkpoints(dirs, DiffOptions(kernel="c"))
+    fallback = outputs(dirs, tmp_path, "auto", kernel="auto")
+    assert fallback == outputs(dirs, tmp_path, "numpy", kernel="numpy")
