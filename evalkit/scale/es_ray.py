@@ -2,16 +2,22 @@
 
     evalkit train es --out runs/es --population 30 --iterations 20 --workers 2
 
-Each actor loads the model once. Per iteration the driver sends each member's
-seed and the step to a free actor; the actor draws the step's prompts itself
-(the same seeded pick as evalkit.train.es), perturbs its replica in place
-(`perturb_`), scores greedy completions with its own grader, restores exactly
-(`restore_`) and returns the reward with a few per-sample scalars (token
-count, finish reason, mean entropy) for the metrics log. The driver z-scores
-the rewards, and every actor applies the same `es_update_` from the seeds and
-z-scores, so no tensor crosses the wire. After each update every replica
-returns `checksums` of its weights; any mismatch stops the run with
-`ReplicaMismatch`. Actor 0 writes the checkpoints.
+Each actor loads the model once. The actors are created before the driver
+opens the run folder (hashing the base weights), and each starts its grader
+worker while torch and transformers import, so a fresh actor's start-up
+(process, imports, grader) overlaps the driver's and its own set-up. Per
+iteration the driver sends each member's seed and the step to a free actor;
+the actor draws the step's prompts itself (the same seeded pick as
+evalkit.train.es), perturbs its replica in place (`perturb_`), scores greedy
+completions with its own grader, restores exactly (`restore_`) and returns
+the reward with a few per-sample scalars (token count, finish reason, mean
+entropy) for the metrics log. The driver z-scores the rewards, and every
+actor applies the same `es_update_` from the seeds and z-scores, so no tensor
+crosses the wire. After each update every replica returns `checksums` of its
+weights; any mismatch stops the run with `ReplicaMismatch`. The same sums
+serve as the restore check's reference for the next iteration's members, as
+the one-process trainer's once-per-iteration `before` (no extra pass over
+the weights per member). Actor 0 writes the checkpoints.
 
 A worker that dies is replaced: the new actor loads the run's newest
 checkpoint (or the start model) and replays the updates since then, which
@@ -59,54 +65,82 @@ class ReplicaMismatch(RuntimeError):
 class ESWorker:
     """A Ray actor body: one model replica, its own grader; evaluates members, applies updates."""
 
-    def __init__(self, source, opts: ESOptions, device: str, threads: int):
-        self.args = (source, opts, device, threads)
+    def __init__(self, opts: ESOptions, device: str, threads: int):
+        self.opts, self.device, self.threads = opts, device, threads
+        self.sums: list[int] = []  # checksums of the weights at the start of the current iteration
 
-    def load(self, updates: list) -> list[int]:
-        """Load the model, replay `updates` [(seeds, z)], return the weight checksums."""
-        import torch
+    def prepare(self) -> int:
+        """What needs no weights: the task, the grader (started in the background), torch's threads.
+
+        Called as soon as the actor exists, while the driver opens the run folder.
+        """
+        import threading
 
         from evalkit.grading import Grader
-        from evalkit.models import load_model
-        from evalkit.sampling import stop_token_ids
         from evalkit.train.common import load_training_task
 
-        source, opts, device, threads = self.args
-        if device.startswith("cpu"):
-            torch.set_num_threads(threads)
-        self.opts = opts
+        opts = self.opts
         self.task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
-        self.model, self.tokenizer = load_model(source, dtype=opts.dtype, device=device)
+        self.grader = Grader(self.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout)
+        self.grader_error: list[BaseException] = []
+        self.grader_start = threading.Thread(target=self._start_grader, daemon=True)
+        self.grader_start.start()  # its worker process starts on another core while torch imports
+        import torch
+
+        if self.device.startswith("cpu"):
+            torch.set_num_threads(self.threads)
+        return os.getpid()
+
+    def _start_grader(self) -> None:
+        try:
+            self.grader.grade([])  # starts the worker processes and waits until they are ready
+        except BaseException as exc:  # re-raised by load, in the actor's main thread
+            self.grader_error.append(exc)
+
+    def load(self, source, updates: list) -> list[int]:
+        """Load the model from `source`, replay `updates` [(seeds, z)], return the weight checksums."""
+        from evalkit.models import load_model
+        from evalkit.sampling import stop_token_ids
+
+        opts = self.opts
+        self.model, self.tokenizer = load_model(source, dtype=opts.dtype, device=self.device)
         self.params = [p for _, p in self.model.named_parameters()]  # as es._params
         self.stop = stop_token_ids(self.model, self.tokenizer)
-        self.grader = Grader(self.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout).__enter__()
+        self.grader_start.join()
+        if self.grader_error:
+            raise self.grader_error[0]
         for seeds, z in updates:
             es_update_(self.params, seeds, z, opts.alpha, opts.noise)
-        return checksums(self.params)
+        self.sums = checksums(self.params)
+        return self.sums
 
     def pid(self) -> int:
         return os.getpid()
 
     def evaluate(self, step: int, member_seed: int) -> dict:
-        """Perturb, score the step's prompts greedily, restore; scalars only."""
+        """Perturb, score the step's prompts greedily, restore; scalars only.
+
+        The restore check compares with the sums of the last load or update, as
+        evalkit.train.es.es_iteration compares with the iteration's start.
+        """
         from evalkit.train.common import derive_seed, pick_problems
 
         opts = self.opts
         problems = pick_problems(self.task.problems, opts.prompts_per_iteration, derive_seed(opts.seed, "es-prompts", step))
-        before = checksums(self.params)
         fixes = perturb_(self.params, member_seed, opts.sigma, opts.noise)
         reward, samples = member_fitness(self.model, self.tokenizer, problems, self.grader, opts, self.stop)
         restore_(self.params, member_seed, opts.sigma, opts.noise, fixes)
         return {
             "reward": reward,
-            "residual": sum(a != b for a, b in zip(before, checksums(self.params), strict=True)),
+            "residual": sum(a != b for a, b in zip(self.sums, checksums(self.params), strict=True)),
             "fixups": sum(int(idx.numel()) for stored in fixes.values() for idx, _ in stored),
             "samples": [(s.num_tokens, s.finish_reason, s.mean_entropy) for s in samples],
         }
 
     def update(self, seeds: list[int], z: list[float]) -> list[int]:
         es_update_(self.params, seeds, z, self.opts.alpha, self.opts.noise)
-        return checksums(self.params)
+        self.sums = checksums(self.params)
+        return self.sums
 
     def save(self, out: str, step: int, state: dict) -> str:
         from evalkit.train.common import save_checkpoint
@@ -114,24 +148,45 @@ class ESWorker:
         return str(save_checkpoint(self.model, self.tokenizer, Path(out), step, state))
 
     def close(self) -> None:
-        self.grader.close()
+        if hasattr(self, "grader"):
+            self.grader_start.join()
+            self.grader.close()
 
 
 class RayPopulation:
-    """The actors of one ES run, kept identical; replaces dead ones by load + replay."""
+    """The actors of one ES run, kept identical; replaces dead ones by load + replay.
 
-    def __init__(self, source, opts: ESOptions, device: str, *, workers: int, threads: int, address: str | None):
+    The actors start (and `prepare`) on construction; `load(source)` gives them the weights.
+    """
+
+    def __init__(self, opts: ESOptions, device: str, *, workers: int, threads: int, address: str | None):
         self.ray, self.started = start_ray(address, max(os.cpu_count() or 1, workers * threads))
-        self.args = (source, opts, device, threads)
+        self.args = (opts, device, threads)
         self.resources = {"num_cpus": threads, "num_gpus": 0 if device.startswith("cpu") else 1}
         self.remote_cls = self.ray.remote(ESWorker)
-        self.updates: list = []  # (seeds, z) applied since args' source
+        self.source = None  # the weights new actors load; set by load, moved by rebase
+        self.updates: list = []  # (seeds, z) applied since `source`
         self.replacements, self.max_replacements = 0, 4 * workers
-        self.actors = [self._new_actor() for _ in range(workers)]
-        self.check(ray_get(self.ray, [a.load.remote([]) for a in self.actors]), step=0)
+        self.actors, self.prepared = [], []  # actor handles, and the refs of their `prepare`
+        for _ in range(workers):
+            actor, prepared = self._new_actor()
+            self.actors.append(actor)
+            self.prepared.append(prepared)
 
     def _new_actor(self):
-        return self.remote_cls.options(max_restarts=0, **self.resources).remote(*self.args)
+        actor = self.remote_cls.options(max_restarts=0, **self.resources).remote(*self.args)
+        return actor, actor.prepare.remote()
+
+    def _load(self, slots: list[int]) -> list[list[int]]:
+        """Load `source` plus the updates since into the actors in `slots`; their checksums."""
+        refs = [self.actors[s].load.remote(self.source, self.updates) for s in slots]
+        got = ray_get(self.ray, [self.prepared[s] for s in slots] + refs)  # a failed prepare raises here
+        return got[len(slots):]
+
+    def load(self, source) -> None:
+        """Every actor loads `source` (the start model or the checkpoint resumed from)."""
+        self.source, self.updates = source, []
+        self.check(self._load(list(range(len(self.actors)))), step=0)
 
     def _replace(self, slot: int) -> list[int]:
         """A new actor in `slot` at the current weights; returns its checksums."""
@@ -139,15 +194,14 @@ class RayPopulation:
         if self.replacements > self.max_replacements:
             raise RuntimeError(f"Ray workers died {self.replacements} times; giving up (out of memory?)")
         self.ray.kill(self.actors[slot])
-        self.actors[slot] = self._new_actor()
-        return ray_get(self.ray, self.actors[slot].load.remote(self.updates))
+        self.actors[slot], self.prepared[slot] = self._new_actor()
+        return self._load([slot])[0]
 
     def rebase(self, checkpoint: Path) -> None:
         """New replacements load this checkpoint instead of replaying every update."""
         from evalkit.models import ModelRef
 
-        source = self.args[0]
-        self.args = (ModelRef(source.name, str(checkpoint)), *self.args[1:])
+        self.source = ModelRef(self.source.name, str(checkpoint))
         self.updates = []
 
     def evaluate(self, step: int, seeds: list[int]) -> list[dict]:
@@ -211,6 +265,9 @@ class RayPopulation:
 
     def close(self) -> None:
         for actor in self.actors:
+            if self.source is None:  # stopped before loading (e.g. a refused run folder): just kill
+                self.ray.kill(actor)
+                continue
             try:
                 self.ray.get(actor.close.remote(), timeout=30)
             except Exception:  # a dead or hung actor is killed below anyway
@@ -244,14 +301,15 @@ def run_es_ray(opts: ESOptions, out: Path, *, workers: int, address: str | None 
     if workers < 1:
         raise UsageError(f"--workers {workers}: need at least 1 Ray worker")
     task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
-    run, ref, ckpt = open_run(out, "train-es", opts, task)
-    start = ckpt.step if ckpt else 0
-    log = MetricsLog(Path(out) / "metrics.jsonl")
-    log.keep_through(start)
-    source = ModelRef(ref.name, str(ckpt.path)) if ckpt else ref
-    pop = RayPopulation(source, opts, resolve_device(opts.device), workers=workers,
+    # the actors start now: their imports and graders overlap the run folder's weight hashing
+    pop = RayPopulation(opts, resolve_device(opts.device), workers=workers,
                         threads=threads or default_threads(workers, address), address=address)
     try:
+        run, ref, ckpt = open_run(out, "train-es", opts, task)
+        start = ckpt.step if ckpt else 0
+        log = MetricsLog(Path(out) / "metrics.jsonl")
+        log.keep_through(start)
+        pop.load(ModelRef(ref.name, str(ckpt.path)) if ckpt else ref)
         for step in range(start + 1, opts.iterations + 1):
             seeds = member_seeds(opts.seed, step, opts.population)
             members = pop.evaluate(step, seeds)
