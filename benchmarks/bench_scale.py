@@ -4,9 +4,12 @@
     python benchmarks/bench_scale.py --limit 16 --population 8 --iterations 4
 
 Baseline: the one-process run (`run_passk`, `run_es`) at torch's default
-thread count. Ray runs use a local cluster started once (its start-up time
-is printed separately); each Ray run includes starting its actors and
-loading one model replica per actor. 1 worker gets all cores as threads
+thread count, in a fresh Python process timed from its start (it imports
+torch and transformers, loads the model and starts its grader, as a user's
+`evalkit passk` does). Ray runs use a local cluster started once (its
+start-up time is printed separately); each Ray run includes starting its
+actors (fresh processes: the same imports, model load and grader) and the
+driver's work. So the 1-worker ratio is what Ray itself adds. 1 worker gets all cores as threads
 (same compute as the baseline: the ratio is Ray's overhead, target <= 1.15),
 2 workers get cores // 2 threads each (the ratio is the speed-up).
 
@@ -16,18 +19,25 @@ one-iteration run (start-up + iteration 1 + its checkpoint + teardown;
 exactly the whole run with --iterations 1); "per iter" is the mean of
 iterations 2..N (steady state: member evaluation, update, checkpoint);
 "start-up" is the time to the end of iteration 1 minus one steady iteration
-(plain: model load in this already-warm process, where passk has imported
-torch and transformers; Ray: actor process, imports, model load, grader).
+(plain: imports, run folder, model load, grader; Ray: the same in the actor
+process, plus creating it).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
+
+START = time.perf_counter()  # a child's clock starts before any import below
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 
 def timed(fn) -> float:
@@ -46,15 +56,18 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=4, help="ES prompts per member")
     ap.add_argument("--iterations", type=int, default=3,
                     help="ES iterations per run (>= 2 for the per-iteration figures)")
+    ap.add_argument("--child", nargs=3, metavar=("KIND", "OPTIONS", "OUT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        return child(*args.child)
 
     import ray
     import torch
 
-    from evalkit.passk import PasskOptions, run_passk
+    from evalkit.passk import PasskOptions
     from evalkit.scale.es_ray import run_es_ray
     from evalkit.scale.ray_passk import run_passk_ray
-    from evalkit.train.es import ESOptions, run_es
+    from evalkit.train.es import ESOptions
 
     cores = os.cpu_count() or 1
     tmp = Path(tempfile.mkdtemp(prefix="bench_scale_"))
@@ -70,8 +83,8 @@ def main() -> None:
           "exceeds the cores)")
 
     t, es = {}, {}
-    t["passk plain"] = timed(lambda: run_passk(popts, tmp / "p0"))
-    es["plain"] = es_timed(run_es, eopts, tmp / "e0")
+    t["passk plain"] = plain("passk", popts, tmp / "p0")["seconds"]
+    es["plain"] = plain("es", eopts, tmp / "e0")
     t["es plain"] = es["plain"]["one-iteration run"]
     t["ray cluster start"] = timed(lambda: ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False))
     for workers in (1, 2):
@@ -97,8 +110,8 @@ def main() -> None:
         print(f"es per iteration after start-up: 1 Ray worker / plain = {es['ray 1']['per iter'] / base:.2f}x "
               f"(target <= 1.15x); plain / 2 Ray workers = {base / es['ray 2']['per iter']:.2f}x speed-up")
         print(f"es start-up (to the end of iteration 1, less one steady iteration): plain "
-              f"{es['plain']['start-up']:.1f} s (run folder, model load: torch and transformers already imported "
-              f"in this process), 1 Ray worker {es['ray 1']['start-up']:.1f} s (actor process, torch and "
+              f"{es['plain']['start-up']:.1f} s (fresh process: torch and transformers import, run folder, model "
+              f"load, grader), 1 Ray worker {es['ray 1']['start-up']:.1f} s (actor process, torch and "
               f"transformers import, model load, grader) = +{es['ray 1']['start-up'] - es['plain']['start-up']:.1f} s")
     print(f"load average at end {load_average()}")
 
@@ -107,10 +120,36 @@ def load_average() -> str:
     return ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def es_timed(run, opts, out: Path, **kw) -> dict:
-    """Times of one ES run from its progress calls: the one-iteration run, per iteration, start-up."""
+def plain(kind: str, opts, out: Path) -> dict:
+    """The one-process run of `kind` (passk | es) in a fresh Python process, timed from its start."""
+    done = subprocess.run([sys.executable, __file__, "--child", kind,
+                           json.dumps(dataclasses.asdict(opts)), str(out)],
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"plain {kind} run failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def child(kind: str, options: str, out: str) -> None:
+    """Body of `plain`: import, run, print the times as one JSON line."""
+    fields = json.loads(options)
+    if kind == "passk":
+        from evalkit.passk import PasskOptions, run_passk
+
+        opts = PasskOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()})
+        run_passk(opts, Path(out))
+        print(json.dumps({"seconds": time.perf_counter() - START}))
+    else:
+        from evalkit.train.es import ESOptions, run_es
+
+        print(json.dumps(es_timed(run_es, ESOptions(**fields), Path(out), start=START)))
+
+
+def es_timed(run, opts, out: Path, start: float | None = None, **kw) -> dict:
+    """Times of one ES run from its progress calls: the one-iteration run, per iteration, start-up
+    (from `start`, default now)."""
     marks = []
-    start = time.perf_counter()
+    start = time.perf_counter() if start is None else start
     run(opts, out, progress=lambda step, total, reward: marks.append(time.perf_counter()), **kw)
     end = time.perf_counter()
     assert len(marks) == opts.iterations
