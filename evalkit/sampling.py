@@ -3,7 +3,13 @@
 Each call takes a fixed chunk of problems: the prompts are left-padded and
 run through the model once (prefill), the key/value cache is repeated n
 times, and the n samples per problem decode together. Rows that finish are
-removed from the batch, so finished sequences stop costing compute.
+removed from the batch, so finished sequences stop costing compute. When
+the chunk's prompts share a long token prefix (a chat template's system
+prompt: 27 of ~47 tokens for the default model and task), that prefix is
+run once and its cache shared by every prompt; only the rest is prefilled
+per prompt, padded on its left (between prefix and rest, masked). Each
+token keeps its position (prefix 0..P-1, then the prompt's own tokens), so
+the computation is the same up to float rounding.
 
 Determinism: sample j of problem i draws its uniforms from its own generator
 seeded by `sample_seed(seed, problem_id, j)` (a hash, so seeds never overlap
@@ -109,16 +115,8 @@ def sample_chunk(
         [torch.rand(steps, generator=torch.Generator().manual_seed(s), dtype=torch.float64) for s in seeds]
     ).to(device)
 
-    enc = tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
-    mask = enc["attention_mask"].to(device)
     with torch.inference_mode():
-        out = model(
-            input_ids=enc["input_ids"].to(device),
-            attention_mask=mask,
-            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        out, mask = _prefill(model, tokenizer, prompts, device)
         cache = out.cache
         cache.batch_repeat_interleave(n)
         logits = out.logits[:, -1].repeat_interleave(n, dim=0)
@@ -167,6 +165,44 @@ def sample_chunk(
         mean_h = float(entropy_sum[r] / num) if cfg.record_entropy and num else None
         samples.append(Sample(i, j, tuple(ids), num, finish[r], mean_h, seeds[r]))
     return samples
+
+
+SHARED_PREFIX_MIN = 16  # tokens: a shorter common prefix is prefilled with the rest
+
+
+def _prefill(model, tokenizer, prompts: Sequence[str], device):
+    """Forward the prompts once; returns (output with `.cache` and last `.logits`, attention
+    mask [batch, cache length]). A common token prefix of at least SHARED_PREFIX_MIN tokens
+    is run once (batch 1) and its cache repeated; each prompt's rest is left-padded."""
+    import torch
+
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    shared = 0
+    shortest = min(len(x) for x in ids)
+    while shared < shortest - 1 and all(x[shared] == ids[0][shared] for x in ids):
+        shared += 1  # every prompt keeps at least one token of its own
+    if len(ids) < 2 or shared < SHARED_PREFIX_MIN:
+        enc = tokenizer(list(prompts), return_tensors="pt", padding=True, add_special_tokens=False)
+        mask = enc["attention_mask"].to(device)
+        out = model(input_ids=enc["input_ids"].to(device), attention_mask=mask,
+                    position_ids=(mask.cumsum(-1) - 1).clamp(min=0), use_cache=True,
+                    logits_to_keep=1)
+        return out, mask
+    prefix = torch.tensor([ids[0][:shared]], device=device)
+    head = model(input_ids=prefix, position_ids=torch.arange(shared, device=device)[None],
+                 use_cache=True, logits_to_keep=1)
+    cache = head.cache
+    cache.batch_repeat_interleave(len(ids))
+    rests = [x[shared:] for x in ids]
+    width = max(len(r) for r in rests)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rest_ids = torch.tensor([[pad] * (width - len(r)) + r for r in rests], device=device)
+    rest_mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rests], device=device)
+    mask = torch.cat([rest_mask.new_ones(len(ids), shared), rest_mask], dim=-1)
+    out = model(input_ids=rest_ids, attention_mask=mask,
+                position_ids=(shared + rest_mask.cumsum(-1) - 1).clamp(min=shared), cache=cache,
+                use_cache=True, logits_to_keep=1)
+    return out, mask
 
 
 def _draw(logits, u, cfg: SamplingConfig, *, record: bool):

@@ -120,3 +120,33 @@ def test_top_p_restricts_to_nucleus(loaded):
     nucleus = set(order[: int((cum < 0.3).sum()) + 1].tolist())
     drawn = {s.token_ids[0] if s.token_ids else tok.eos_token_id for s in samples}
     assert drawn <= nucleus
+
+
+def test_shared_prompt_prefix_is_prefilled_once_with_the_same_result(loaded, monkeypatch):
+    """A common prefix (here a shared instruction) runs once; logits and samples match the
+    plain prefill."""
+    import torch
+
+    from evalkit import sampling
+
+    model, tok = loaded
+    texts = [f"You are a careful solver of small puzzles. {p}" for p in [*PROMPTS, "Add 3 and 4."]]
+    rendered = [render_prompt(tok, p) for p in texts]
+    ids = [tok(p, add_special_tokens=False)["input_ids"] for p in rendered]
+    assert ids[0][:40] == ids[1][:40] == ids[2][:40]
+    calls = []
+    forward = model.forward
+    monkeypatch.setattr(model, "forward", lambda *a, **k: calls.append(k["input_ids"].shape) or forward(*a, **k))
+    with torch.inference_mode():
+        shared, mask = sampling._prefill(model, tok, rendered, "cpu")
+    assert len(calls) == 2 and calls[0][0] == 1 and calls[0][1] >= 40  # prefix once, then rests
+    assert mask.shape[1] == shared.cache.get_seq_length()
+    cfg = SamplingConfig(n=3, temperature=1.0, max_new_tokens=10, seed=5)
+    got = _run(loaded, cfg, prompts=texts, ids=("a", "b", "c"))
+    monkeypatch.setattr(sampling, "SHARED_PREFIX_MIN", 10**9)
+    with torch.inference_mode():
+        plain, _ = sampling._prefill(model, tok, rendered, "cpu")
+    assert torch.allclose(shared.logits, plain.logits, atol=1e-5)
+    ref = _run(loaded, cfg, prompts=texts, ids=("a", "b", "c"))
+    assert [s.token_ids for s in ref] == [s.token_ids for s in got]  # equal up to float rounding:
+    assert [s.mean_entropy for s in ref] == pytest.approx([s.mean_entropy for s in got], abs=1e-5)
