@@ -31,6 +31,7 @@ contiguous (Hugging Face models are).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,16 +102,33 @@ def _params(model) -> list:
     return params
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch(name: str, n: int, dtype, device):
+    """This thread's reusable buffer `name` (CHUNK elements or more), first n elements.
+
+    Chunk temporaries allocated afresh would be mapped and unmapped by the allocator every
+    chunk (glibc's mmap threshold is kept fixed, see `_fixed_mmap_threshold`): page faults
+    that cost perturb and restore a third of their time."""
+    import torch
+
+    bufs = _SCRATCH.__dict__.setdefault("bufs", {})
+    key = (name, dtype, str(device))
+    if key not in bufs or bufs[key].numel() < n:
+        bufs[key] = torch.empty(max(n, CHUNK), dtype=dtype, device=device)
+    return bufs[key][:n]
+
+
 def _noise(param, seed: int):
     """Yield (flat chunk of the tensor, its fp32 noise) from one seeded generator."""
     import torch
 
     gen = torch.Generator(device=param.device).manual_seed(seed)
     flat = param.data.view(-1)
-    buf = torch.empty(min(CHUNK, flat.numel()), dtype=torch.float32, device=param.device)
     for start in range(0, flat.numel(), CHUNK):
         part = flat[start : start + CHUNK]
-        eps = buf[: part.numel()]
+        eps = _scratch("eps", part.numel(), torch.float32, param.device)
         torch.randn(part.numel(), generator=gen, out=eps)
         yield start, part, eps
 
@@ -184,10 +202,13 @@ def perturb_(params, member_seed: int, sigma: float, noise: str) -> dict:
     def one(i, p):
         stored = []
         for start, part, eps in _noise(p, tensor_seed(member_seed, i, noise)):
+            k, dtype = part.numel(), part.dtype
             eps.mul_(sigma)
-            new = (part.float() + eps).to(part.dtype)
-            back = torch.sub(new.float(), eps, out=eps).to(part.dtype)  # eps is spent: reuse it
-            miss = _flatnonzero(_bits(back) != _bits(part))
+            # computed in fp32, rounded once to the weights' dtype (as `(part.float() + eps).to(dtype)`)
+            new = torch.add(part, eps, out=_scratch("new", k, dtype, p.device))
+            back = torch.sub(new, eps, out=_scratch("back", k, dtype, p.device))
+            moved = torch.ne(_bits(back), _bits(part), out=_scratch("miss", k, torch.bool, p.device))
+            miss = _flatnonzero(moved)
             if miss.numel():
                 stored.append(((miss + start).to(torch.int32), part[miss].clone()))
             part.copy_(new)
@@ -198,11 +219,12 @@ def perturb_(params, member_seed: int, sigma: float, noise: str) -> dict:
 
 def restore_(params, member_seed: int, sigma: float, noise: str, fixes: dict) -> None:
     """theta -= sigma * eps with the same noise, then write back the stored misses."""
+    import torch
 
     def one(i, p):
         for _, part, eps in _noise(p, tensor_seed(member_seed, i, noise)):
             eps.mul_(sigma)
-            part.copy_((part.float() - eps).to(part.dtype))
+            torch.sub(part, eps, out=part)  # in fp32, rounded once to the weights' dtype
         flat = p.data.view(-1)
         for index, values in fixes.get(i, ()):
             flat[index.long()] = values
