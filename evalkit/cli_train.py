@@ -7,6 +7,8 @@
 `--model`, `--task`, `--max-new-tokens`, `--temperature` and `--seed` mean
 what they mean for `evalkit passk`, with its defaults. ES has no
 `--temperature`: its fitness is greedy by definition (Qiu et al. 2025).
+`--backend vllm` (GPU, the 'vllm' extra) samples GRPO's groups with a
+colocated vLLM engine (evalkit.scale.vllm_train); ES has no vLLM backend.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ WeightDecay = Annotated[float, typer.Option(help="AdamW weight decay (TRL: 0.0).
 MicroBatch = Annotated[int, typer.Option(help="Sequences per forward/backward (memory, not the result).")]
 RayWorkers = Annotated[int, typer.Option(help="Ray workers, each holding a model replica, that score population members (0 = no Ray); needs the 'ray' extra.")]
 RayAddress = Annotated[str | None, typer.Option(help="Join this Ray cluster (e.g. auto) instead of starting a local one.")]
+Backend = Annotated[str, typer.Option(help="Who samples GRPO groups: hf (transformers) or vllm (colocated engine on the GPU, given the policy's weights after every update; entropy is a top-k lower bound); vllm needs the 'vllm' extra.")]
+EsBackend = Annotated[str, typer.Option(help="hf only: ES has no vLLM backend (members perturb the weights in place).")]
 RayThreads = Annotated[int, typer.Option(help="CPU threads per Ray worker (0 = cores // workers locally, 1 on a joined cluster).")]
 
 
@@ -75,15 +79,17 @@ def es(
     seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto", save_every: SaveEvery = 10,
     grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
     workers: RayWorkers = 0, ray_address: RayAddress = None, threads: RayThreads = 0,
+    backend: EsBackend = "hf",
 ) -> None:
     """Evolution Strategies: perturb in place, score greedily, z-score, update; exact restore.
 
     Example: evalkit train es --out runs/es --population 30 --iterations 20
     """
-    given = {k: v for k, v in locals().items() if k not in ("out", "workers", "ray_address", "threads")}
+    given = {k: v for k, v in locals().items() if k not in ("out", "workers", "ray_address", "threads", "backend")}
     from evalkit.train.common import train_progress
     from evalkit.train.es import ESOptions, run_es
 
+    _es_backend(backend)
     opts = ESOptions(**given)
     with train_progress("es") as progress:
         if workers or ray_address:  # evalkit.scale.es_ray: members on Ray actors
@@ -106,10 +112,12 @@ def grpo(
     weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 2, temperature: Temperature = 1.0, top_p: TopP = 1.0,
     max_new_tokens: MaxNew = 256, seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto",
     save_every: SaveEvery = 10, grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
+    backend: Backend = "hf",
 ) -> None:
     """GRPO (TRL's loss, DAPO/Dr. GRPO options): sample groups, grade, clipped update.
 
     Example: evalkit train grpo --out runs/grpo --group-size 8 --steps 20 --loss dapo --epsilon-high 0.28
+    GPU, vLLM sampling: evalkit train grpo --out runs/grpo --backend vllm --device cuda
     """
     given = {k: v for k, v in locals().items() if k != "out"}
     from evalkit.train.common import train_progress
@@ -133,10 +141,12 @@ def es_grpo(
     weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 2, temperature: Temperature = 1.0, top_p: TopP = 1.0,
     max_new_tokens: MaxNew = 256, seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto",
     save_every: SaveEvery = 10, grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
+    backend: Backend = "hf",
 ) -> None:
     """ES, then GRPO from ES's final checkpoint: OUT/es/ and OUT/grpo/ in one folder.
 
     Example: evalkit train es-grpo --out runs/es-grpo --iterations 20 --steps 20
+    --backend vllm samples the GRPO stage with vLLM (checked before ES starts).
     """
     given = {k: v for k, v in locals().items() if k != "out"}
     from dataclasses import fields
@@ -144,13 +154,30 @@ def es_grpo(
     from evalkit.train import run_es_grpo
     from evalkit.train.common import train_progress
     from evalkit.train.es import ESOptions
-    from evalkit.train.grpo import GRPOOptions
+    from evalkit.train.grpo import GRPOOptions, validate
 
     es_opts = ESOptions(**{f.name: given[f.name] for f in fields(ESOptions)})
     grpo_opts = GRPOOptions(**{f.name: given[f.name] for f in fields(GRPOOptions)})
+    validate(grpo_opts)  # refuse bad GRPO settings (and vLLM where it cannot run) now, not after ES
+    if backend == "vllm":
+        from evalkit.passk import resolve_device
+        from evalkit.scale.vllm_train import check_vllm_backend
+
+        check_vllm_backend(resolve_device(device))
     with contextlib.ExitStack() as stack:
         summary = run_es_grpo(es_opts, grpo_opts, out, progress_for=lambda label: stack.enter_context(train_progress(label)))
     _done(out, summary)
+
+
+def _es_backend(backend: str) -> None:
+    """ES samples with the HF model only; --backend vllm is refused with the reason."""
+    from evalkit.errors import UsageError
+    from evalkit.scale.vllm_train import ES_NOT_SUPPORTED
+
+    if backend == "vllm":
+        raise UsageError(ES_NOT_SUPPORTED)
+    if backend != "hf":
+        raise UsageError(f"--backend {backend}: ES runs on hf only")
 
 
 def _done(out: Path, summary: dict) -> None:

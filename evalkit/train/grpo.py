@@ -27,6 +27,10 @@ equals the full-batch one; the vocabulary projection runs only on
 completion positions. Limits: constant learning rate (TRL decays linearly);
 the stop token is trained as the tokenizer's eos token (`sample_chunk`
 drops which stop id ended a row); one process.
+
+`--backend vllm` (GPU): step 1's sampling runs on a colocated vLLM engine
+that is given the policy's weights after every update
+(`evalkit.scale.vllm_train`); everything else is the same code.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from evalkit.errors import UsageError
 __all__ = ["GRPOOptions", "run_grpo", "policy_loss", "token_logprobs", "LOSS_TYPES"]
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo")
+BACKENDS = ("hf", "vllm")
 
 
 @dataclass(frozen=True)
@@ -73,11 +78,14 @@ class GRPOOptions:
     save_every: int = 10
     grader_workers: int = 2
     grade_timeout: float = 10.0
+    backend: str = "hf"  # vllm: groups sampled by a colocated vLLM engine (evalkit.scale.vllm_train)
 
 
 def validate(opts: GRPOOptions) -> None:
     if opts.group_size < 2:
         raise UsageError(f"--group-size {opts.group_size}: a group needs at least 2 samples (TRL default 8)")
+    if opts.backend not in BACKENDS:
+        raise UsageError(f"--backend {opts.backend}: choose hf or vllm")
     if opts.loss not in LOSS_TYPES:
         raise UsageError(f"--loss {opts.loss}: choose one of {', '.join(LOSS_TYPES)}")
     if opts.scale_rewards not in ("group", "none"):
@@ -185,14 +193,18 @@ class Group:
     rewards: tuple[float, ...]
 
 
-def _sample_groups(model, tokenizer, grader, problems, opts: GRPOOptions, seed: int, stop) -> tuple[list, list]:
+def _sample_groups(model, tokenizer, grader, problems, opts: GRPOOptions, seed: int, stop,
+                   sampler=None) -> tuple[list, list]:
     from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
     from evalkit.train.common import decode_and_grade
 
     cfg = SamplingConfig(opts.group_size, opts.temperature, opts.top_p, opts.max_new_tokens, seed)
     prompts = [render_prompt(tokenizer, p.prompt) for p in problems]
-    model.eval()
-    samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
+    if sampler is None:
+        model.eval()
+        samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
+    else:  # same Samples from another engine (evalkit.scale.vllm_train)
+        samples = sampler(prompts, problems, cfg, stop)
     _, rewards = decode_and_grade(tokenizer, grader, samples, problems)
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id in stop else stop[0]
     groups = []
@@ -204,8 +216,9 @@ def _sample_groups(model, tokenizer, grader, problems, opts: GRPOOptions, seed: 
     return groups, samples
 
 
-def collect_batch(model, tokenizer, grader, task, opts: GRPOOptions, step: int, stop) -> tuple[list, dict]:
-    """Groups to train on; all sampled groups feed the reward metrics."""
+def collect_batch(model, tokenizer, grader, task, opts: GRPOOptions, step: int, stop,
+                  sampler=None) -> tuple[list, dict]:
+    """Groups to train on; all sampled groups feed the reward metrics. `sampler`: see _sample_groups."""
     from evalkit.train.common import completion_metrics, derive_seed, pick_problems
     from metrics.grpo import group_stats, keep_informative_groups
 
@@ -219,7 +232,8 @@ def collect_batch(model, tokenizer, grader, task, opts: GRPOOptions, step: int, 
         problems = pick_problems(pool, need, derive_seed(opts.seed, "grpo-prompts", step, round_))
         used.update(p.id for p in problems)
         groups, round_samples = _sample_groups(
-            model, tokenizer, grader, problems, opts, derive_seed(opts.seed, "grpo-sample", step, round_), stop
+            model, tokenizer, grader, problems, opts, derive_seed(opts.seed, "grpo-sample", step, round_), stop,
+            sampler,
         )
         sampled += groups
         samples += round_samples
@@ -308,6 +322,10 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
     from evalkit.train.common import MetricsLog, load_training_task, open_run, save_checkpoint
 
     validate(opts)
+    if opts.backend == "vllm":  # before the run folder is made
+        from evalkit.scale.vllm_train import check_vllm_backend
+
+        check_vllm_backend(resolve_device(opts.device))
     task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
     run, ref, ckpt = open_run(out, "train-grpo", opts, task)
     start = ckpt.step if ckpt else 0
@@ -325,12 +343,22 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
             raise UsageError(f"{ckpt.path}: no optimizer.pt, so the run cannot resume exactly; use another --out")
         optimizer.load_state_dict(torch.load(ckpt.path / "optimizer.pt", map_location=device))
     stop = stop_token_ids(model, tokenizer)
+    engine = None
+    if opts.backend == "vllm":  # loads the same weights the policy was loaded from
+        from evalkit.scale.vllm_train import ENTROPY_KIND, VllmPolicySampler
+
+        engine = VllmPolicySampler(str(ckpt.path) if ckpt else ref.path, opts, tokenizer, stop, device)
     with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
         for step in range(start + 1, opts.steps + 1):
-            groups, record = collect_batch(model, tokenizer, grader, task, opts, step, stop)
+            groups, record = collect_batch(model, tokenizer, grader, task, opts, step, stop,
+                                           engine.sample if engine else None)
             if groups:
                 record.update(grpo_update(model, ref_model, optimizer, groups, opts, tokenizer.pad_token_id))
+                if engine:
+                    engine.push(model)
             record = {"step": step, **record, "learning_rate": opts.lr}
+            if engine:
+                record["entropy_kind"] = ENTROPY_KIND
             log.append(record)
             if step % opts.save_every == 0 or step == opts.steps:
                 save_checkpoint(model, tokenizer, out, step, {"kind": "grpo", "seed": opts.seed}, optimizer=optimizer)

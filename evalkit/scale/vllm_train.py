@@ -1,0 +1,165 @@
+"""vLLM sampling for the GRPO trainer: a colocated engine that follows the policy's weights.
+
+    evalkit train grpo --backend vllm --device cuda --out runs/grpo-vllm --steps 50
+    evalkit train es-grpo --backend vllm --device cuda --out runs/es-grpo   # GRPO stage only
+
+What runs where (TRL's `vllm_mode="colocate"`): one `vllm.LLM` in the
+trainer's own process, on the same GPU, samples each step's groups; the
+loss, the log-probs it needs (old, reference, current) and the optimizer stay
+in the Hugging Face model, as in TRL. After every `grpo_update` the HF
+model's `state_dict()` is pushed into the engine and its prefix cache reset,
+so the next step samples from the updated policy (and no prompt's cached
+keys/values from the old weights are reused).
+
+Requests (identical to `evalkit passk --backend vllm`, built by
+`vllm_backend.build_requests`): one per (problem, sample j), `n=1`, seed
+`sample_seed(step seed, problem id, j)`, `temperature`, `top_p`, `top_k=-1`,
+`max_tokens`, `stop_token_ids` = the HF path's `stop_token_ids(model, tok)`,
+`logprobs=ENTROPY_TOPK`. Prompts go in as token ids
+(`{"prompt_token_ids": ids}`, vLLM's TokensPrompt) tokenized exactly as the
+loss sees them (`add_special_tokens=False`), so vLLM adds no BOS the loss
+would not see. Outputs are parsed by `vllm_backend.parse_completion` into the
+HF path's `Sample`s (stop token counted, dropped, then re-appended as eos by
+`grpo._sample_groups`, exactly as for HF samples), graded by the same scorer.
+
+Entropy: the `entropy` metric is vLLM's truncated top-k bound
+(`-sum_{top-k} p log p` <= the exact entropy; REFERENCES.md "Token
+entropy"), and each metrics line says `entropy_kind: "topk_lower_bound"`.
+
+Weight push, the route documented for the `vllm` extra (`vllm>=0.8`, the V1
+engine): the engine is built with `distributed_executor_backend=
+"external_launcher"` (its worker lives in this process, as TRL's colocate
+mode builds it: RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set for a
+world of 1) and `worker_extension_cls=WeightSyncExtension`; weights go in by
+`llm.collective_rpc("evalkit_load_weights", args=(named_tensors,))`, whose
+worker-side method calls `self.model_runner.model.load_weights(weights)`
+(vLLM's own loader: it fuses q/k/v and gate/up and skips a tied lm_head),
+then `llm.reset_prefix_cache()`. Sources: vLLM
+examples/offline_inference/rlhf_utils.py (`WorkerExtension`,
+`ColocateWorkerExtension`: `self.model_runner.model.load_weights`) and
+rlhf_colocate.py (`worker_extension_cls`, `collective_rpc`), docs
+https://docs.vllm.ai/en/v0.8.3/getting_started/examples/rlhf_utils.html;
+TRL trl/trainer/grpo_trainer.py `_move_model_to_vllm` (colocate:
+`llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights`,
+then `llm.reset_prefix_cache()`), whose pre-V1 path `collective_rpc` replaces.
+
+Limits: never run against a real engine (no GPU here, and vLLM's CUDA wheels
+would replace the pinned torch): tested with an engine of `vllm.LLM`'s shape.
+Samples differ from the HF backend's (other kernels, other random streams),
+so `backend` is part of the run's identity in run.json and resuming with the
+other backend is refused. GPU memory: the engine takes
+`VLLM_GPU_MEMORY` of the GPU (TRL's colocate default 0.3); the HF model,
+its gradients and AdamW states need the rest. ES has no vLLM backend.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from evalkit.errors import UsageError
+from evalkit.sampling import Sample, SamplingConfig
+from evalkit.scale.vllm_backend import ENTROPY_KIND
+
+__all__ = [
+    "ENTROPY_KIND",
+    "ENTROPY_TOPK",
+    "VLLM_GPU_MEMORY",
+    "require_gpu",
+    "check_vllm_backend",
+    "WeightSyncExtension",
+    "VllmPolicySampler",
+    "ES_NOT_SUPPORTED",
+]
+
+ENTROPY_TOPK = 20  # top-k logprobs per token for the entropy bound (vLLM's default max_logprobs)
+VLLM_GPU_MEMORY = 0.3  # fraction of the GPU the colocated engine may take (TRL colocate default)
+EXTENSION = "evalkit.scale.vllm_train.WeightSyncExtension"
+ES_NOT_SUPPORTED = (
+    "train es --backend vllm is not supported: ES scores every population member with perturbed "
+    "weights, which needs perturbing and exactly restoring the vLLM engine's own (fused) weights "
+    "in place; use --backend hf (--workers N spreads members over Ray); es-grpo's --backend "
+    "applies to its GRPO stage"
+)
+
+
+def require_gpu(device: str) -> None:
+    """UsageError unless `device` is a CUDA device (the engine shares the trainer's GPU)."""
+    if not str(device).startswith("cuda"):
+        raise UsageError(f"--backend vllm runs on a GPU; got --device {device} (use --device cuda)")
+
+
+def check_vllm_backend(device: str) -> None:
+    """Refuse early (before any run folder or stage is made): vLLM missing, or no GPU."""
+    from evalkit.scale.vllm_backend import import_vllm
+
+    import_vllm()
+    require_gpu(device)
+
+
+class WeightSyncExtension:
+    """Mixed into vLLM's worker class by `worker_extension_cls`; called by `collective_rpc`."""
+
+    def evalkit_load_weights(self, weights) -> int:
+        """Load (name, tensor) pairs with the model's own loader; returns how many came in."""
+        weights = list(weights)
+        self.model_runner.model.load_weights(weights=weights)
+        return len(weights)
+
+
+def _launcher_env() -> None:
+    """A world of one process for `external_launcher`, as TRL sets it in colocate mode."""
+    import socket
+
+    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1")):
+        os.environ.setdefault(key, value)
+    if "MASTER_PORT" not in os.environ:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            os.environ["MASTER_PORT"] = str(sock.getsockname()[1])
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # engine core in this process
+
+
+class VllmPolicySampler:
+    """The colocated engine: `sample` draws GRPO groups, `push` loads the policy's weights."""
+
+    def __init__(self, weights_folder: str, opts, tokenizer, stop_ids: Sequence[int], device: str):
+        """`weights_folder`: the folder the HF policy was loaded from (start model or checkpoint)."""
+        from evalkit.scale.vllm_backend import import_vllm
+
+        vllm = import_vllm()
+        require_gpu(device)
+        _launcher_env()
+        self.vllm = vllm
+        self.tokenizer = tokenizer
+        self.stop = sorted(set(stop_ids))
+        self.llm = vllm.LLM(
+            model=str(weights_folder), dtype=opts.dtype, seed=opts.seed,
+            gpu_memory_utilization=VLLM_GPU_MEMORY, distributed_executor_backend="external_launcher",
+            worker_extension_cls=EXTENSION,
+        )
+        self.pushes = 0
+
+    def sample(self, prompts: Sequence[str], problems, cfg: SamplingConfig, stop) -> list[Sample]:
+        """cfg.n samples per rendered prompt, as `sample_chunk` returns them (same order, seeds)."""
+        from evalkit.scale.vllm_backend import build_requests, parse_completion
+
+        requests = build_requests([p.id for p in problems], cfg, logprobs=ENTROPY_TOPK, stop_ids=stop)
+        ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        inputs = [{"prompt_token_ids": list(x)} for x in ids for _ in range(cfg.n)]
+        params = [self.vllm.SamplingParams(**r) for r in requests]
+        outputs = self.llm.generate(inputs, params, use_tqdm=False)
+        samples = []
+        for r, (request, out) in enumerate(zip(requests, outputs, strict=True)):
+            i, j = divmod(r, cfg.n)
+            samples.append(parse_completion(out.outputs[0], i, j, request["seed"], stop)[1])
+        return samples
+
+    def push(self, model) -> None:
+        """Load the policy's current weights into the engine and drop its stale prefix cache."""
+        weights = list(model.state_dict().items())
+        loaded = self.llm.collective_rpc("evalkit_load_weights", args=(weights,))
+        if not loaded or any(n != len(weights) for n in loaded):
+            raise RuntimeError(f"vLLM weight push: sent {len(weights)} tensors, workers took {loaded}")
+        self.llm.reset_prefix_cache()
+        self.pushes += 1
