@@ -195,6 +195,8 @@ def train_progress(label: str):
 
 
 IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", "iterations", "steps", "save_every"}
+# options added after runs existed: left out of run.json at their default, so those runs resume
+IDENTITY_OMITTED_DEFAULTS = {"backend": "hf"}
 
 
 def open_run(out: Path, kind: str, opts, task):
@@ -214,7 +216,8 @@ def open_run(out: Path, kind: str, opts, task):
         "kind": kind,
         "model": {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": opts.dtype},
         "task": task.spec.identity(),
-        "options": {k: v for k, v in asdict(opts).items() if k not in IDENTITY_EXCLUDED},
+        "options": {k: v for k, v in asdict(opts).items()
+                    if k not in IDENTITY_EXCLUDED and IDENTITY_OMITTED_DEFAULTS.get(k, v) != v},
     }
     run = RunDir.open(out, settings)
     return run, ref, latest_checkpoint(out)
