@@ -7,8 +7,9 @@
 `--model`, `--task`, `--max-new-tokens`, `--temperature` and `--seed` mean
 what they mean for `evalkit passk`, with its defaults. ES has no
 `--temperature`: its fitness is greedy by definition (Qiu et al. 2025).
-`--backend vllm` (GPU, the 'vllm' extra) samples GRPO's groups with a
-colocated vLLM engine (evalkit.scale.vllm_train); ES has no vLLM backend.
+`--backend vllm` (GPU, the 'vllm' extra) samples GRPO's groups, and scores
+ES's members greedily, with a colocated vLLM engine given the HF model's
+weights (evalkit.scale.vllm_train); ES perturbs and restores the HF model.
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ MicroBatch = Annotated[int, typer.Option(help="Sequences per forward/backward (m
 RayWorkers = Annotated[int, typer.Option(help="Ray workers, each holding a model replica, that score population members (0 = no Ray); needs the 'ray' extra.")]
 RayAddress = Annotated[str | None, typer.Option(help="Join this Ray cluster (e.g. auto) instead of starting a local one.")]
 Backend = Annotated[str, typer.Option(help="Who samples GRPO groups: hf (transformers) or vllm (colocated engine on the GPU, given the policy's weights after every update; entropy is a top-k lower bound); vllm needs the 'vllm' extra.")]
-EsBackend = Annotated[str, typer.Option(help="hf only: ES has no vLLM backend (members perturb the weights in place).")]
+EsBackend = Annotated[str, typer.Option(help="Who scores members: hf (transformers) or vllm (colocated engine on the GPU, given each perturbed member's weights: a second weight copy and one push per member; entropy is a top-k lower bound); vllm needs the 'vllm' extra, not with --workers.")]
+EsGrpoBackend = Annotated[str, typer.Option(help="hf or vllm for both stages: vllm scores ES members (a push of the perturbed weights per member) and samples GRPO groups on a colocated engine; needs the 'vllm' extra and a GPU.")]
 RayThreads = Annotated[int, typer.Option(help="CPU threads per Ray worker (0 = cores // workers locally, 1 on a joined cluster).")]
 
 
@@ -84,12 +86,13 @@ def es(
     """Evolution Strategies: perturb in place, score greedily, z-score, update; exact restore.
 
     Example: evalkit train es --out runs/es --population 30 --iterations 20
+    GPU, vLLM scoring: evalkit train es --out runs/es --backend vllm --device cuda
     """
-    given = {k: v for k, v in locals().items() if k not in ("out", "workers", "ray_address", "threads", "backend")}
+    given = {k: v for k, v in locals().items() if k not in ("out", "workers", "ray_address", "threads")}
     from evalkit.train.common import train_progress
     from evalkit.train.es import ESOptions, run_es
 
-    _es_backend(backend)
+    _es_backend(backend, bool(workers or ray_address))
     opts = ESOptions(**given)
     with train_progress("es") as progress:
         if workers or ray_address:  # evalkit.scale.es_ray: members on Ray actors
@@ -141,12 +144,12 @@ def es_grpo(
     weight_decay: WeightDecay = 0.0, micro_batch: MicroBatch = 2, temperature: Temperature = 1.0, top_p: TopP = 1.0,
     max_new_tokens: MaxNew = 256, seed: Seed = 0, dtype: Dtype = "float32", device: Device = "auto",
     save_every: SaveEvery = 10, grader_workers: Workers = 2, grade_timeout: GradeTimeout = 10.0,
-    backend: Backend = "hf",
+    backend: EsGrpoBackend = "hf",
 ) -> None:
     """ES, then GRPO from ES's final checkpoint: OUT/es/ and OUT/grpo/ in one folder.
 
     Example: evalkit train es-grpo --out runs/es-grpo --iterations 20 --steps 20
-    --backend vllm samples the GRPO stage with vLLM (checked before ES starts).
+    --backend vllm scores ES members and samples GRPO groups with vLLM (checked before ES starts).
     """
     given = {k: v for k, v in locals().items() if k != "out"}
     from dataclasses import fields
@@ -169,15 +172,14 @@ def es_grpo(
     _done(out, summary)
 
 
-def _es_backend(backend: str) -> None:
-    """ES samples with the HF model only; --backend vllm is refused with the reason."""
+def _es_backend(backend: str, ray: bool) -> None:
+    """hf or vllm; Ray workers hold HF replicas, so vllm with --workers is refused (as for passk)."""
     from evalkit.errors import UsageError
-    from evalkit.scale.vllm_train import ES_NOT_SUPPORTED
 
-    if backend == "vllm":
-        raise UsageError(ES_NOT_SUPPORTED)
-    if backend != "hf":
-        raise UsageError(f"--backend {backend}: ES runs on hf only")
+    if backend not in ("hf", "vllm"):
+        raise UsageError(f"--backend {backend}: choose hf or vllm")
+    if backend == "vllm" and ray:
+        raise UsageError("--backend vllm scores members on this process's GPU; drop --workers/--ray-address")
 
 
 def _done(out: Path, summary: dict) -> None:

@@ -1,4 +1,4 @@
-"""`evalkit train grpo --backend vllm` against an engine of vllm.LLM's shape.
+"""`evalkit train grpo|es --backend vllm` against an engine of vllm.LLM's shape.
 
 The fake engine has vLLM's documented surface: `LLM(**engine args)` building its worker
 class with the `worker_extension_cls` mixed in, `generate(prompts, [SamplingParams])
@@ -8,6 +8,9 @@ vLLM's loader copies into its own parameters). Its completions are seeded: the r
 answer for even seeds, a wrong one for odd, truncated (no stop token) for seeds % 5 == 0,
 so groups have reward spread and the parse sees both finish reasons. The HF model runs on
 CPU here, so the GPU check is bypassed in the engine-driven tests (it is tested alone).
+For ES, `ESFakeLLM` answers greedy requests (temperature 0) by a rule of the weights it was
+last given and the prompt, so each member's fitness depends on its (pushed) weights and a direct
+computation with evalkit.train.es's functions can predict every push, fitness and update.
 The real engine is tested only where vLLM and a GPU exist."""
 
 from __future__ import annotations
@@ -228,7 +231,9 @@ def test_missing_vllm_is_refused_before_the_run_folder(tiny_model, tmp_path, mon
 @pytest.mark.parametrize("args, message", [
     (["grpo", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
     (["grpo", "--backend", "tgi"], "choose hf or vllm"),
-    (["es", "--backend", "vllm"], "not supported"),
+    (["es", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
+    (["es", "--backend", "vllm", "--workers", "2"], "drop --workers"),
+    (["es", "--backend", "tgi"], "choose hf or vllm"),
     (["es-grpo", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
 ])
 def test_cli_refuses_with_exit_2(tmp_path, monkeypatch, args, message):
@@ -251,6 +256,177 @@ def test_push_refuses_a_partial_load():
         engine.push(model)
 
 
+def _weights_key(tensors) -> tuple:
+    from evalkit.train.es import checksums
+
+    return tuple(checksums(list(tensors)))
+
+
+def _es_right(key: tuple, text: str) -> bool:
+    """The ES fake's rule: is the answer to this prompt right under these weights?"""
+    from evalkit.train.common import derive_seed
+
+    return derive_seed(*key, text) % 3 != 0
+
+
+class ESFakeLLM(FakeLLM):
+    """Greedy requests get the right answer iff `_es_right(last pushed weights, prompt)`; a wrong
+    answer runs to max_tokens for some prompts. Sampled requests (GRPO) go to FakeLLM."""
+
+    def generate(self, prompts, params, use_tqdm=True):
+        from evalkit.train.common import derive_seed
+
+        if any(p.temperature != 0 for p in params):
+            return super().generate(prompts, params, use_tqdm)
+        self.events.append("generate")
+        self.calls.append((list(prompts), list(params)))
+        key = _weights_key(self.worker.model_runner.model.loads[-1].values())
+        outs = []
+        for r, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
+            text = self.tok.decode(prompt["prompt_token_ids"])
+            a, b = map(int, re.search(r"What is (\d+) \+ (\d+)\?", text).groups())
+            right = _es_right(key, text)
+            digits = self.tok(str(a + b if right else a + b + 1), add_special_tokens=False)["input_ids"]
+            if not right and derive_seed("cut", text) % 2 == 0:  # a wrong answer that ran to max_tokens
+                ids, finish = (digits * p.max_tokens)[: p.max_tokens], "length"
+            else:
+                ids, finish = digits + [self.tok.eos_token_id], "stop"
+            lps = [{t: Logprob(-0.5, 1), t + 1: Logprob(-1.5, 2)} for t in ids]
+            done = CompletionOutput(0, self.tok.decode(ids, skip_special_tokens=True), ids, -1.0, lps, finish)
+            self.outputs.append((p.seed, ids, finish))
+            outs.append(RequestOutput(str(r), text, [done]))
+        return outs
+
+
+@pytest.fixture
+def es_fake(monkeypatch):
+    FakeLLM.instances.clear()
+    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(LLM=ESFakeLLM, SamplingParams=FakeSamplingParams))
+    monkeypatch.setattr(vllm_train, "require_gpu", lambda device: None)
+    return ESFakeLLM
+
+
+def _es_opts(model, **kw):
+    from evalkit.train.es import ESOptions
+
+    base = dict(model=str(model), task="arith", task_size=12, population=3, sigma=0.05, alpha=0.05,
+                iterations=2, prompts_per_iteration=4, max_new_tokens=4, grader_workers=1, save_every=1,
+                device="cpu", backend="vllm", seed=5)
+    return ESOptions(**{**base, **kw})
+
+
+def _bits_equal(a, b) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def test_es_pushes_each_perturbed_member_and_updates_exactly_as_es_does(tiny_model, tmp_path, es_fake):
+    """Every push is the HF model's perturbed weights bit for bit, once per member; the saved
+    weights equal perturb_/restore_/es_update_ applied directly with the fitnesses the rule gives."""
+    from evalkit.models import load_model
+    from evalkit.sampling import render_prompt, sample_seed, stop_token_ids
+    from evalkit.train.common import derive_seed, load_training_task, pick_problems
+    from evalkit.train.es import _params, es_update_, member_seeds, perturb_, restore_, run_es
+    from metrics.grpo import population_zscores
+
+    opts = _es_opts(tiny_model)
+    out = tmp_path / "run"
+    summary = run_es(opts, out)
+    assert summary["complete"] and summary["restore_residual_total"] == 0
+    (llm,) = es_fake.instances
+    assert llm.kwargs["model"] == str(tiny_model) and llm.kwargs["worker_extension_cls"] == vllm_train.EXTENSION
+    assert llm.events == ["evalkit_load_weights", "reset_prefix_cache", "generate"] * (2 * 3)
+    pushes = llm.worker.model_runner.model.loads
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+    model, tok = load_model(SimpleNamespace(name="tiny", path=str(tiny_model)))
+    stop = stop_token_ids(model, tok)
+    params = _params(model)
+    task = load_training_task("arith", 12, 0, "{}")
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    calls, outputs = iter(llm.calls), iter(llm.outputs)
+    for step in (1, 2):
+        problems = pick_problems(task.problems, 4, derive_seed(5, "es-prompts", step))
+        ids = [tok(render_prompt(tok, pr.prompt), add_special_tokens=False)["input_ids"] for pr in problems]
+        seeds = member_seeds(5, step, 3)
+        fitness, member_outputs = [], []
+        for n, s in enumerate(seeds):
+            fixes = perturb_(params, s, opts.sigma, opts.noise)
+            current = model.state_dict()
+            pushed = pushes[(step - 1) * 3 + n]
+            assert list(pushed) == list(current)
+            assert all(_bits_equal(pushed[k], current[k]) for k in current), (step, n)
+            prompts, sent = next(calls)
+            assert prompts == [{"prompt_token_ids": x} for x in ids]
+            for pr, p in zip(problems, sent, strict=True):  # greedy, one per prompt
+                assert (p.n, p.temperature, p.max_tokens, p.seed) == (1, 0.0, 4, sample_seed(0, pr.id, 0))
+                assert p.stop_token_ids == stop
+            key = _weights_key(current.values())
+            fitness.append(sum(_es_right(key, tok.decode(x)) for x in ids) / len(ids))
+            member_outputs += [next(outputs) for _ in ids]
+            restore_(params, s, opts.sigma, opts.noise, fixes)
+        es_update_(params, seeds, population_zscores(fitness), opts.alpha, opts.noise)
+        saved = _weights(out / f"step-{step:06d}")
+        for name, tensor in saved.items():
+            assert _bits_equal(tensor, model.state_dict()[name]), (step, name)
+        r = records[step - 1]
+        assert r["step"] == step and r["restore_residual"] == 0
+        assert r["fitness/mean"] == pytest.approx(sum(fitness) / 3)
+        assert r["fitness/max"] == max(fitness) and r["fitness/min"] == min(fitness)
+        assert r["entropy_kind"] == "topk_lower_bound" and r["entropy"] == pytest.approx(FAKE_H)
+        assert r["completions/clipped_ratio"] == sum(f == "length" for _, _, f in member_outputs) / 12
+        assert r["completions/mean_length"] == sum(len(i) for _, i, _ in member_outputs) / 12
+    assert not all(r["zero_spread"] for r in records)  # the update did something
+    assert any(not torch.equal(start[k], v) for k, v in model.state_dict().items())
+    assert any(f == "length" for _, _, f in llm.outputs)
+    assert json.loads((out / "run.json").read_text())["options"]["backend"] == "vllm"
+
+
+def test_es_resume_reloads_the_engine_from_the_checkpoint_and_refuses_the_other_backend(tiny_model, tmp_path,
+                                                                                        es_fake):
+    from evalkit.train.es import run_es
+
+    out = tmp_path / "run"
+    run_es(_es_opts(tiny_model, iterations=1, population=2), out)
+    with pytest.raises(UsageError, match="options"):
+        run_es(_es_opts(tiny_model, iterations=2, population=2, backend="hf"), out)
+    summary = run_es(_es_opts(tiny_model, iterations=2, population=2), out)
+    assert summary["complete"] and es_fake.instances[-1].kwargs["model"] == str(out / "step-000001")
+    assert len(es_fake.instances[-1].worker.model_runner.model.loads) == 2  # step 2's members only
+
+
+def test_es_grpo_uses_the_engine_in_both_stages(tiny_model, tmp_path, es_fake):
+    from evalkit.train import run_es_grpo
+
+    out = tmp_path / "run"
+    summary = run_es_grpo(_es_opts(tiny_model, iterations=1, population=2),
+                          _opts(tiny_model, steps=1), out)
+    assert summary["complete"]
+    es_llm, grpo_llm = es_fake.instances
+    assert es_llm.events == ["evalkit_load_weights", "reset_prefix_cache", "generate"] * 2
+    assert grpo_llm.kwargs["model"] == str(out / "es" / "step-000001")
+    for stage in ("es", "grpo"):
+        assert json.loads((out / stage / "run.json").read_text())["options"]["backend"] == "vllm"
+
+
+def test_es_cpu_and_missing_vllm_are_refused_before_the_run_folder(tiny_model, tmp_path, monkeypatch):
+    from evalkit.train.es import run_es
+
+    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(LLM=ESFakeLLM, SamplingParams=FakeSamplingParams))
+    with pytest.raises(UsageError, match="--device cuda"):
+        run_es(_es_opts(tiny_model), tmp_path / "a")
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(UsageError, match=r"pip install 'evalkit\[vllm\]'"):
+        run_es(_es_opts(tiny_model, device="cuda"), tmp_path / "b")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_es_hf_run_keeps_backend_out_of_run_json(tiny_model, tmp_path):
+    from evalkit.train.es import run_es
+
+    run_es(_es_opts(tiny_model, backend="hf", iterations=1, population=2, prompts_per_iteration=1), tmp_path / "r")
+    assert "backend" not in json.loads((tmp_path / "r" / "run.json").read_text())["options"]
+
+
 def _has_gpu() -> bool:
     return torch.cuda.is_available()
 
@@ -263,3 +439,14 @@ def test_real_engine_grpo_run(tiny_model, tmp_path):
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert summary["complete"] and [r["step"] for r in records] == [1, 2]
     assert all(r["entropy_kind"] == "topk_lower_bound" for r in records)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None or not _has_gpu(),
+                    reason="needs vLLM and a CUDA GPU; vLLM's wheels would replace the pinned CPU torch here")
+def test_real_engine_es_run(tiny_model, tmp_path):
+    from evalkit.train.es import run_es
+
+    summary = run_es(replace(_es_opts(tiny_model), device="cuda"), tmp_path / "run")
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert summary["complete"] and [r["step"] for r in records] == [1, 2]
+    assert all(r["restore_residual"] == 0 and r["entropy_kind"] == "topk_lower_bound" for r in records)

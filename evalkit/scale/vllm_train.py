@@ -1,7 +1,8 @@
-"""vLLM sampling for the GRPO trainer: a colocated engine that follows the policy's weights.
+"""vLLM sampling for the trainers: a colocated engine that follows the HF model's weights.
 
     evalkit train grpo --backend vllm --device cuda --out runs/grpo-vllm --steps 50
-    evalkit train es-grpo --backend vllm --device cuda --out runs/es-grpo   # GRPO stage only
+    evalkit train es --backend vllm --device cuda --out runs/es-vllm --iterations 50
+    evalkit train es-grpo --backend vllm --device cuda --out runs/es-grpo   # both stages
 
 What runs where (TRL's `vllm_mode="colocate"`): one `vllm.LLM` in the
 trainer's own process, on the same GPU, samples each step's groups; the
@@ -49,7 +50,27 @@ Samples differ from the HF backend's (other kernels, other random streams),
 so `backend` is part of the run's identity in run.json and resuming with the
 other backend is refused. GPU memory: the engine takes
 `VLLM_GPU_MEMORY` of the GPU (TRL's colocate default 0.3); the HF model,
-its gradients and AdamW states need the rest. ES has no vLLM backend.
+its gradients and AdamW states need the rest.
+
+ES (`evalkit train es --backend vllm`, and es-grpo's ES stage): the HF model
+on the GPU stays the master copy. `evalkit.train.es` perturbs it, restores it
+exactly (fix-ups, checksums) and applies `es_update_` unchanged, so seeds,
+noise and weights are those of the HF backend. Only scoring moves: for each
+member, after `perturb_`, `fitness_sampler` pushes the perturbed weights
+into the engine (the push above, prefix cache reset) and generates greedily
+(`temperature=0`, `n=1` per prompt, `max_tokens`, the stop ids), then
+`restore_` runs on the HF model; after the update the next member's push
+brings the engine up to date. Fitness is the same mean 0/1 reward from the
+same scorer; samples are parsed into `Sample`s as above, so metrics.jsonl's
+`completions/*` hold, and `entropy` is the top-k bound (`entropy_kind`).
+Greedy completions can still differ from the HF backend's where two logits
+nearly tie (other kernels), so fitnesses, and hence updates, may differ.
+Costs, honestly: a second copy of the weights lives in the engine (plus its
+KV cache), so ES's inference-sized memory (one model, no optimizer) holds for
+the HF backend, not this one; and every member costs one full weight push
+(`state_dict()` through `load_weights`), population pushes per iteration.
+Checkpoints are saved from the HF model. `--workers` (Ray) with `--backend
+vllm` is refused.
 """
 
 from __future__ import annotations
@@ -69,18 +90,11 @@ __all__ = [
     "check_vllm_backend",
     "WeightSyncExtension",
     "VllmPolicySampler",
-    "ES_NOT_SUPPORTED",
 ]
 
 ENTROPY_TOPK = 20  # top-k logprobs per token for the entropy bound (vLLM's default max_logprobs)
 VLLM_GPU_MEMORY = 0.3  # fraction of the GPU the colocated engine may take (TRL colocate default)
 EXTENSION = "evalkit.scale.vllm_train.WeightSyncExtension"
-ES_NOT_SUPPORTED = (
-    "train es --backend vllm is not supported: ES scores every population member with perturbed "
-    "weights, which needs perturbing and exactly restoring the vLLM engine's own (fused) weights "
-    "in place; use --backend hf (--workers N spreads members over Ray); es-grpo's --backend "
-    "applies to its GRPO stage"
-)
 
 
 def require_gpu(device: str) -> None:
@@ -121,7 +135,8 @@ def _launcher_env() -> None:
 
 
 class VllmPolicySampler:
-    """The colocated engine: `sample` draws GRPO groups, `push` loads the policy's weights."""
+    """The colocated engine: `sample` draws GRPO groups, `push` loads the policy's weights,
+    `fitness_sampler` scores ES members."""
 
     def __init__(self, weights_folder: str, opts, tokenizer, stop_ids: Sequence[int], device: str):
         """`weights_folder`: the folder the HF policy was loaded from (start model or checkpoint)."""
@@ -163,3 +178,15 @@ class VllmPolicySampler:
             raise RuntimeError(f"vLLM weight push: sent {len(weights)} tensors, workers took {loaded}")
         self.llm.reset_prefix_cache()
         self.pushes += 1
+
+    def fitness_sampler(self, model):
+        """ES's `sampler=`: push `model`'s current (perturbed) weights, then sample.
+
+        evalkit.train.es.member_fitness calls it once per member, after `perturb_`
+        and before `restore_`, so the engine scores exactly the member's weights."""
+
+        def sample(prompts: Sequence[str], problems, cfg: SamplingConfig, stop) -> list[Sample]:
+            self.push(model)
+            return self.sample(prompts, problems, cfg, stop)
+
+        return sample

@@ -27,6 +27,11 @@ tensor; on CPU this is bitwise the stream of `torch.randn(numel)`, so the
 noise is the original's while the extra memory stays at a few chunks.
 Limits: one process, members evaluated in turn (no Ray); parameters must be
 contiguous (Hugging Face models are).
+
+`--backend vllm` (GPU): the HF model stays the master copy and is perturbed,
+restored and updated here exactly as above; only the scoring of each member
+goes to a colocated vLLM engine that is given the perturbed weights first
+(`evalkit.scale.vllm_train`, `sampler=` of `member_fitness`).
 """
 
 from __future__ import annotations
@@ -72,6 +77,7 @@ class ESOptions:
     save_every: int = 10
     grader_workers: int = 2
     grade_timeout: float = 10.0
+    backend: str = "hf"  # vllm: members scored by a colocated vLLM engine (evalkit.scale.vllm_train)
 
 
 def validate(opts: ESOptions) -> None:
@@ -81,6 +87,8 @@ def validate(opts: ESOptions) -> None:
         raise UsageError(f"--noise {opts.noise}: choose iid or correlated")
     if opts.sigma <= 0 or opts.alpha < 0:
         raise UsageError("--sigma must be > 0 and --alpha >= 0")
+    if opts.backend not in ("hf", "vllm"):
+        raise UsageError(f"--backend {opts.backend}: choose hf or vllm")
     if min(opts.iterations, opts.prompts_per_iteration, opts.max_new_tokens, opts.save_every) < 1:
         raise UsageError("--iterations, --prompts-per-iteration, --max-new-tokens and --save-every must be >= 1")
 
@@ -256,20 +264,26 @@ def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> None:
             part.copy_((part.float() + acc[:k].mul_(alpha / n_members)).to(part.dtype))
 
 
-def member_fitness(model, tokenizer, problems, grader, opts: ESOptions, stop) -> tuple[float, list]:
-    """Mean 0/1 reward of greedy completions (temperature 0, one per prompt)."""
+def member_fitness(model, tokenizer, problems, grader, opts: ESOptions, stop, sampler=None) -> tuple[float, list]:
+    """Mean 0/1 reward of greedy completions (temperature 0, one per prompt).
+
+    `sampler(prompts, problems, cfg, stop) -> [Sample]`, if given, replaces
+    `sample_chunk` (a vLLM engine that first loads the model's current weights)."""
     from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
     from evalkit.train.common import decode_and_grade
 
     cfg = SamplingConfig(n=1, temperature=0.0, max_new_tokens=opts.max_new_tokens, seed=0)
     prompts = [render_prompt(tokenizer, p.prompt) for p in problems]
-    samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
+    if sampler is None:
+        samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
+    else:
+        samples = sampler(prompts, problems, cfg, stop)
     _, rewards = decode_and_grade(tokenizer, grader, samples, problems)
     return sum(rewards) / len(rewards), samples
 
 
-def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, stop) -> dict:
-    """One ES iteration in place; returns its metrics record."""
+def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, stop, sampler=None) -> dict:
+    """One ES iteration in place; returns its metrics record. `sampler`: see member_fitness."""
 
     from evalkit.train.common import derive_seed, pick_problems
     from metrics.grpo import population_zscores
@@ -282,7 +296,7 @@ def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, sto
     for s in seeds:
         fixes = perturb_(params, s, opts.sigma, opts.noise)
         misses += sum(int(idx.numel()) for stored in fixes.values() for idx, _ in stored)
-        reward, member_samples = member_fitness(model, tokenizer, problems, grader, opts, stop)
+        reward, member_samples = member_fitness(model, tokenizer, problems, grader, opts, stop, sampler)
         restore_(params, s, opts.sigma, opts.noise, fixes)
         residual += sum(a != b for a, b in zip(before, checksums(params), strict=True))
         fitness.append(reward)
@@ -323,6 +337,10 @@ def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> d
     from evalkit.train.common import MetricsLog, load_training_task, open_run, save_checkpoint
 
     validate(opts)
+    if opts.backend == "vllm":  # before the run folder is made
+        from evalkit.scale.vllm_train import check_vllm_backend
+
+        check_vllm_backend(resolve_device(opts.device))
     task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
     run, ref, ckpt = open_run(out, "train-es", opts, task)
     start = ckpt.step if ckpt else 0
@@ -331,9 +349,15 @@ def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> d
     source = ModelRef(ref.name, str(ckpt.path)) if ckpt else ref
     model, tokenizer = load_model(source, dtype=opts.dtype, device=resolve_device(opts.device))
     stop = stop_token_ids(model, tokenizer)
+    sampler, extra = None, {}
+    if opts.backend == "vllm":  # the engine loads the folder the HF model came from
+        from evalkit.scale.vllm_train import ENTROPY_KIND, VllmPolicySampler
+
+        engine = VllmPolicySampler(source.path, opts, tokenizer, stop, resolve_device(opts.device))
+        sampler, extra = engine.fitness_sampler(model), {"entropy_kind": ENTROPY_KIND}
     with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
         for step in range(start + 1, opts.iterations + 1):
-            record = es_iteration(model, tokenizer, task, grader, opts, step, stop)
+            record = {**es_iteration(model, tokenizer, task, grader, opts, step, stop, sampler), **extra}
             log.append(record)
             if step % opts.save_every == 0 or step == opts.iterations:
                 save_checkpoint(model, tokenizer, out, step, {"kind": "es", "seed": opts.seed})
