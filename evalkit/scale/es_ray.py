@@ -300,6 +300,9 @@ def run_es_ray(opts: ESOptions, out: Path, *, workers: int, address: str | None 
     validate(opts)
     if workers < 1:
         raise UsageError(f"--workers {workers}: need at least 1 Ray worker")
+    if opts.backend != "hf":
+        raise UsageError(f"--backend {opts.backend} with Ray workers: not supported (vLLM spreads "
+                         "over GPUs itself; use one or the other)")
     task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
     # the actors start now: their imports and graders overlap the run folder's weight hashing
     pop = RayPopulation(opts, resolve_device(opts.device), workers=workers,

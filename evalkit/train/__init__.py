@@ -30,7 +30,12 @@ def run_es_grpo(es_opts, grpo_opts, out: Path, *, progress_for=None) -> dict:
 
     if es_opts.model != grpo_opts.model:
         raise UsageError("es-grpo: the GRPO stage starts from ES's checkpoint; give --model once")
-    run = RunDir.open(out, {"kind": "train-es-grpo", "es": asdict(es_opts), "grpo": asdict(grpo_opts)})
+    from evalkit.train.common import IDENTITY_OMITTED_DEFAULTS
+
+    def identity(opts) -> dict:  # options added later stay out at their default (old runs resume)
+        return {k: v for k, v in asdict(opts).items() if IDENTITY_OMITTED_DEFAULTS.get(k, v) != v}
+
+    run = RunDir.open(out, {"kind": "train-es-grpo", "es": identity(es_opts), "grpo": identity(grpo_opts)})
     es = run_es(es_opts, Path(out) / "es", progress=progress_for and progress_for("es"))
     if not es["complete"]:
         raise UsageError(f"{out}/es did not finish; rerun the same command to resume")
