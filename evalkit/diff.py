@@ -176,84 +176,136 @@ def _pick_kernel(kernel: str, total_bytes: int) -> str:
     return "numba" if total_bytes >= AUTO_NUMBA_BYTES else "numpy"
 
 
-def _diff_tensor(reader: ChunkReader, entries: tuple, opts: DiffOptions, on_bytes) -> tuple:
-    """Stream one tensor (2 or 3 sides) chunk by chunk: per-update stats, overlap, full deltas.
+@dataclass
+class _Tensor:
+    """One tensor (2 or 3 sides) being streamed: its accumulators, filled chunk by chunk."""
+
+    entries: tuple
+    dtype: str  # the dtype its values are compared in
+    kernels: object  # module with chunk_stats/overlap_chunk, or None for numpy
+    accs: list  # one `metrics.weights` accumulator per update
+    overlap: dict | None  # three-way only
+    full: list | None  # --rank: the whole float32 deltas of a 2-D tensor
+    chunks: int  # how many chunk results are still to be merged
+
+    @classmethod
+    def start(cls, entries: tuple, opts: DiffOptions) -> _Tensor:
+        n, ups = entries[0].numel, len(entries) - 1
+        dtype = value_dtype(entries[0].dtype, opts.as_dtype)
+        full = ([np.empty(n, np.float32) for _ in range(ups)]
+                if opts.rank and len(entries[0].shape) == 2 else None)
+        kernels = _kernels(dtype, opts.kernel) if full is None else None
+        return cls(entries, dtype, kernels, [W.new_stats() for _ in range(ups)],
+                   W.new_overlap() if ups == 2 else None, full,
+                   max(1, math.ceil(n / opts.chunk_elems)))
+
+    def merge(self, part: tuple) -> None:
+        """Add one chunk's results (in chunk order: the float sums depend on it)."""
+        accs, overlap = part
+        for acc, chunk_acc in zip(self.accs, accs, strict=True):
+            W.merge_stats(acc, chunk_acc)
+        if overlap is not None:
+            _sum_into(self.overlap, overlap)
+        self.chunks -= 1
+
+    def result(self) -> tuple:
+        shape = self.entries[0].shape
+        ranks = ([W.update_rank(f.reshape(shape)) for f in self.full] if self.full
+                 else [None] * len(self.accs))
+        return self.entries, self.accs, self.overlap, ranks
+
+
+def _diff_chunk(reader: ChunkReader, t: _Tensor, first: int, count: int,
+                opts: DiffOptions) -> tuple:
+    """Entries [first, first + count) of one tensor: per update, the chunk's figures (compact,
+    from the reader's scratch accumulators; merged by the caller in chunk order), the overlap's
+    additive counts, and the --rank deltas written in place.
 
     Two-way without --rank, only the base is widened whole; the other side's values are made
     where its bits differ (`widen`). Overlap and rank need the deltas whole.
     """
-    n, ups = entries[0].numel, len(entries) - 1
-    dtype = value_dtype(entries[0].dtype, opts.as_dtype)
-    accs = [W.new_stats() for _ in range(ups)]
-    overlap = W.new_overlap() if ups == 2 else None
-    full = ([np.empty(n, np.float32) for _ in range(ups)]
-            if opts.rank and len(entries[0].shape) == 2 else None)
-    whole = overlap is not None or full is not None
-    kernels = _kernels(dtype, opts.kernel) if full is None else None
-
-    def widen(bits):
-        return to_values(bits, dtype)
-
-    for first in range(0, n, opts.chunk_elems):
-        count = min(opts.chunk_elems, n - first)
-        bits = [_read(reader, i, e, first, count, dtype) for i, e in enumerate(entries)]
-        nbytes = sum(count * DTYPES[e.dtype][0] for e in entries)
-        if kernels:  # one compiled pass per update (and one for the overlap)
-            for j in range(1, ups + 1):
-                kernels.chunk_stats(accs[j - 1], bits[0], bits[j], dtype, atol=opts.atol,
-                                    rtol=opts.rtol)
-            if overlap is not None:
-                _sum_into(overlap, kernels.overlap_chunk(bits[0], bits[1], bits[2], dtype))
-            on_bytes(nbytes)
-            continue
-        vals = [reader.values(i, e, b, dtype) if i == 0 or whole else None
-                for i, (e, b) in enumerate(zip(entries, bits, strict=True))]
-        deltas = []
+    entries, dtype, ups = t.entries, t.dtype, len(t.entries) - 1
+    accs = reader.scratch[:ups]  # this thread's accumulators, emptied again by detach_stats
+    if count == 0:
+        return [W.detach_stats(acc) for acc in accs], None
+    bits = [_read(reader, i, e, first, count, dtype) for i, e in enumerate(entries)]
+    if t.kernels:  # one compiled pass per update (and one for the overlap)
         for j in range(1, ups + 1):
-            d = W.delta(vals[0], vals[j]) if whole else None
-            W.chunk_stats(accs[j - 1], bits[0], bits[j], vals[0], vals[j], d,
-                          atol=opts.atol, rtol=opts.rtol, widen=widen)
-            deltas.append(d)
-            if full is not None:
-                full[j - 1][first:first + count] = d
-        if overlap is not None:
-            part = W.overlap_chunk(bits[0], bits[1], bits[2], deltas[0], deltas[1])
-            _sum_into(overlap, part)
-        on_bytes(nbytes)
-    ranks = [W.update_rank(f.reshape(entries[0].shape)) for f in full] if full else [None] * ups
-    return accs, overlap, ranks
+            t.kernels.chunk_stats(accs[j - 1], bits[0], bits[j], dtype, atol=opts.atol,
+                                  rtol=opts.rtol)
+        overlap = (t.kernels.overlap_chunk(bits[0], bits[1], bits[2], dtype)
+                   if t.overlap is not None else None)
+        return [W.detach_stats(acc) for acc in accs], overlap
+    whole = t.overlap is not None or t.full is not None
+    vals = [reader.values(i, e, b, dtype) if i == 0 or whole else None
+            for i, (e, b) in enumerate(zip(entries, bits, strict=True))]
+    deltas = []
+    for j in range(1, ups + 1):
+        d = W.delta(vals[0], vals[j]) if whole else None
+        W.chunk_stats(accs[j - 1], bits[0], bits[j], vals[0], vals[j], d, atol=opts.atol,
+                      rtol=opts.rtol, widen=lambda x: to_values(x, dtype))
+        deltas.append(d)
+        if t.full is not None:
+            t.full[j - 1][first:first + count] = d
+    overlap = (W.overlap_chunk(bits[0], bits[1], bits[2], deltas[0], deltas[1])
+               if t.overlap is not None else None)
+    return [W.detach_stats(acc) for acc in accs], overlap
 
 
 def _stream(pairs: list[tuple], opts: DiffOptions, sides: int, on_bytes):
     """Yield (entries, accs, overlap, ranks) per tensor, in order; `opts.workers` threads.
 
-    numpy releases the GIL inside its loops, so tensors overlap on several cores. At most
-    2 x workers tensors are in flight, which keeps memory bounded (one reader per thread).
+    The unit of work is a chunk, so a large tensor (the embedding) is spread over every
+    thread; each chunk's figures start from empty accumulators and are merged into its
+    tensor's in chunk order, so they do not depend on the thread count. The kernels and numpy release the GIL.
+    At most 4 x workers chunks are in flight (one read buffer per thread), which keeps
+    memory bounded.
     """
     readers: queue.SimpleQueue = queue.SimpleQueue()
     made = [ChunkReader(sides, opts.chunk_elems * 8) for _ in range(max(1, opts.workers))]
     for reader in made:
+        reader.scratch = [W.new_stats() for _ in range(sides - 1)]  # per-chunk accumulators
         readers.put(reader)
 
-    def one(entries: tuple) -> tuple:
+    def jobs():
+        for entries in pairs:
+            t = _Tensor.start(entries, opts)
+            n = entries[0].numel
+            for first in range(0, max(n, 1), opts.chunk_elems):
+                yield t, first, min(opts.chunk_elems, n - first)
+
+    def one(job: tuple) -> tuple:
+        t, first, count = job
         reader = readers.get()
         try:
-            return (entries, *_diff_tensor(reader, entries, opts, on_bytes))
+            part = _diff_chunk(reader, t, first, count, opts)
         finally:
             readers.put(reader)
+        on_bytes(sum(count * DTYPES[e.dtype][0] for e in t.entries))
+        return t, part
+
+    def merged(results):
+        for t, part in results:
+            t.merge(part)
+            if t.chunks == 0:
+                yield t.result()
 
     try:
         if opts.workers <= 1:
-            yield from map(one, pairs)
+            yield from merged(map(one, jobs()))
             return
         with ThreadPoolExecutor(opts.workers) as pool:
             window: collections.deque = collections.deque()
-            for entries in pairs:
-                window.append(pool.submit(one, entries))
-                if len(window) >= 2 * opts.workers:
+
+            def done():
+                for job in jobs():
+                    window.append(pool.submit(one, job))
+                    if len(window) >= 4 * opts.workers:
+                        yield window.popleft().result()
+                while window:
                     yield window.popleft().result()
-            while window:
-                yield window.popleft().result()
+
+            yield from merged(done())
     finally:
         for reader in made:
             reader.close()

@@ -52,6 +52,7 @@ __all__ = [
     "note_span",
     "chunk_stats",
     "merge_stats",
+    "detach_stats",
     "finish_stats",
     "concentration",
     "update_rank",
@@ -223,16 +224,35 @@ def _nonfinite(acc: dict, a, b, d) -> float:
 
 
 def merge_stats(acc: dict, part: dict) -> dict:
-    """Add `part` into `acc` in place (counts and sums add, max takes the max)."""
+    """Add `part` (an accumulator, or one from `detach_stats`) into `acc` in place (counts and
+    sums add, max takes the max)."""
     for key in (*_COUNTS, "sq_update", "sq_weight"):
         acc[key] += part[key]
     acc["max_abs"] = max(acc["max_abs"], part["max_abs"])
     if "hist_count" in acc:  # bin 0 and the part's span: the other bins hold zeros
+        lo, hi = part["hist_lo"], part["hist_hi"]
         for key in ("hist_count", "hist_sq"):
             acc[key][0] += part[key][0]
-            acc[key][part["hist_lo"]:part["hist_hi"]] += part[key][part["hist_lo"]:part["hist_hi"]]
-        note_span(acc, part["hist_lo"], part["hist_hi"])
+            if lo < hi:
+                acc[key][lo:hi] += part[key][1:] if part.get("detached") else part[key][lo:hi]
+        note_span(acc, lo, hi)
     return acc
+
+
+def detach_stats(acc: dict) -> dict:
+    """A compact copy of `acc` (its histogram cut to bin 0 and the span [lo, hi)) for
+    `merge_stats`, and `acc` emptied for reuse (only the used bins are cleared)."""
+    part = {key: acc[key] for key in (*_COUNTS, "sq_update", "sq_weight", "max_abs")}
+    lo, hi = acc["hist_lo"], acc["hist_hi"]
+    for key in ("hist_count", "hist_sq"):
+        hist = acc[key]
+        part[key] = np.concatenate([hist[:1], hist[lo:hi]])
+        hist[0] = 0
+        hist[lo:hi] = 0
+    part.update(hist_lo=lo, hist_hi=hi, detached=True)
+    acc.update(dict.fromkeys(_COUNTS, 0), sq_update=0.0, sq_weight=0.0, max_abs=0.0,
+               hist_lo=HIST_BINS, hist_hi=0)
+    return part
 
 
 def finish_stats(s: dict) -> dict:
