@@ -25,7 +25,9 @@ in metrics.jsonl counts tensors that failed (0 expected).
 Noise is generated in chunks of 2^20 elements from one generator per
 tensor; on CPU this is bitwise the stream of `torch.randn(numel)`, so the
 noise is the original's while the extra memory stays at a few chunks.
-Limits: one process, members evaluated in turn (no Ray); parameters must be
+Perturb and restore keep their chunk temporaries in per-thread buffers
+(`_scratch`). Limits: here members are evaluated in turn in one process
+(spread over Ray actors: `evalkit.scale.es_ray`); parameters must be
 contiguous (Hugging Face models are).
 
 `--backend vllm` (GPU): the HF model stays the master copy and is perturbed,
