@@ -32,15 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics.weights import note_span
+from metrics.weights import add_kernel_sums, kernel_overlap
 
 __all__ = ["MODES", "available", "reason", "chunk_stats", "overlap_chunk"]
 
 MODES = ("BF16", "F16", "F32")
 SOURCE = Path(__file__).with_name("diff_kernel.c")
 FLAGS = ("-O3", "-ffp-contract=off", "-fPIC", "-shared", "-std=gnu11")
-_SUMS = ("n", "changed_bits", "changed_atol", "changed_rel", "nonfinite_pairs",
-         "nan_base", "inf_base", "nan_other", "inf_other")
 _F16 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
 _SUFFIX = {"BF16": "bf16", "F16": "f16", "F32": "f32"}
 _LOCK = threading.Lock()
@@ -148,14 +146,7 @@ def chunk_stats(acc: dict, a_bits: np.ndarray, b_bits: np.ndarray, dtype: str, *
     getattr(lib, f"stats_{_SUFFIX[dtype]}")(
         _ptr(a_bits), _ptr(b_bits), a_bits.size, _table(dtype), atol, rtol,
         _ptr(acc["hist_count"]), _ptr(acc["hist_sq"]), _ptr(out_i), _ptr(out_f))
-    counts = out_i.tolist()
-    for key, value in zip(_SUMS, counts[:9], strict=True):
-        acc[key] += value
-    note_span(acc, *counts[9:])
-    acc["sq_update"] += float(out_f[0])
-    acc["sq_weight"] += float(out_f[1])
-    acc["max_abs"] = max(acc["max_abs"], float(out_f[2]))
-    return acc
+    return add_kernel_sums(acc, out_i, out_f)
 
 
 def overlap_chunk(base_bits, a_bits, b_bits, dtype: str) -> dict:
@@ -165,6 +156,4 @@ def overlap_chunk(base_bits, a_bits, b_bits, dtype: str) -> dict:
     out_i, out_f = np.zeros(6, np.int64), np.zeros(3)
     getattr(lib, f"overlap_{_SUFFIX[dtype]}")(*map(_ptr, bits), bits[0].size, _table(dtype),
                                               _ptr(out_i), _ptr(out_f))
-    n, n_a, n_b, both, nz, same = out_i.tolist()
-    return dict(n=n, changed_a=n_a, changed_b=n_b, changed_both=both, dot=float(out_f[0]),
-                sq_a=float(out_f[1]), sq_b=float(out_f[2]), nonzero_both=nz, same_sign=same)
+    return kernel_overlap(out_i, out_f)

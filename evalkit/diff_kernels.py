@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from metrics.weights import note_span
+from metrics.weights import add_kernel_sums, kernel_overlap, new_stats
 
 try:
     import numba
@@ -39,8 +39,6 @@ __all__ = ["MODES", "available", "usable", "chunk_stats", "overlap_chunk", "warm
 MODES = ("BF16", "F16", "F32")  # safetensors dtypes the kernels decode (`_value`)
 _F16 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
 _TABLE = {"BF16": None, "F16": _F16, "F32": None}  # fp16 -> float32 by lookup
-_SUMS = ("n", "changed_bits", "changed_atol", "changed_rel", "nonfinite_pairs",
-         "nan_base", "inf_base", "nan_other", "inf_other")
 
 
 def available() -> bool:
@@ -99,7 +97,7 @@ def _square(bits, i, table):
 
 @_njit(cache=True, nogil=True)
 def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out_i, out_f):
-    """A chunk: counts into out_i[9] (order of `_SUMS`) and the span [lo, hi) of histogram
+    """A chunk: counts into out_i[9] (order of `metrics.weights.new_stats`), the span [lo, hi) of histogram
     bins >= 1 in use into out_i[9:11], sums into out_f[3] (sq_update, sq_weight, max |delta|),
     histogram into hist_count/hist_sq.
 
@@ -222,32 +220,20 @@ def chunk_stats(acc: dict, a_bits: np.ndarray, b_bits: np.ndarray, dtype: str, *
     out_i, out_f = np.zeros(11, np.int64), np.zeros(3)
     _stats(a_bits, b_bits, _EXP[dtype], _TABLE[dtype], np.float32(atol), np.float32(rtol),
            acc["hist_count"], acc["hist_sq"], _scratch(a_bits.size), out_i, out_f)
-    counts = out_i.tolist()
-    for key, value in zip(_SUMS, counts[:9], strict=True):
-        acc[key] += value
-    note_span(acc, *counts[9:])
-    acc["sq_update"] += float(out_f[0])
-    acc["sq_weight"] += float(out_f[1])
-    acc["max_abs"] = max(acc["max_abs"], float(out_f[2]))
-    return acc
+    return add_kernel_sums(acc, out_i, out_f)
 
 
 def overlap_chunk(base_bits, a_bits, b_bits, dtype: str) -> dict:
     """Additive overlap counts of one chunk, as `metrics.weights.overlap_chunk`."""
     out_i, out_f = np.zeros(6, np.int64), np.zeros(3)
     _overlap(base_bits, a_bits, b_bits, _TABLE[dtype], out_i, out_f)
-    n, n_a, n_b, both, nz, same = out_i.tolist()
-    return dict(n=n, changed_a=n_a, changed_b=n_b, changed_both=both, dot=float(out_f[0]),
-                sq_a=float(out_f[1]), sq_b=float(out_f[2]), nonzero_both=nz, same_sign=same)
+    return kernel_overlap(out_i, out_f)
 
 
 def warm_up() -> None:
     """Compile (or load from the cache) every specialization `evalkit diff` uses."""
     for dtype in MODES:
         x = np.zeros(16, np.uint32 if dtype == "F32" else np.uint16)
-        acc = {k: 0 for k in _SUMS} | {"sq_update": 0.0, "sq_weight": 0.0, "max_abs": 0.0,
-                                       "hist_count": np.zeros(1 << 15, np.int64),
-                                       "hist_sq": np.zeros(1 << 15), "hist_lo": 1 << 15,
-                                       "hist_hi": 0}
+        acc = new_stats()
         chunk_stats(acc, x, x, dtype, atol=1e-5, rtol=2.0**-9)
         overlap_chunk(x, x, x, dtype)

@@ -52,6 +52,8 @@ __all__ = [
     "note_span",
     "chunk_stats",
     "merge_stats",
+    "add_kernel_sums",
+    "kernel_overlap",
     "detach_stats",
     "finish_stats",
     "concentration",
@@ -221,6 +223,29 @@ def _nonfinite(acc: dict, a, b, d) -> float:
     acc["nonfinite_pairs"] += int(bad.sum())
     d[bad] = 0
     return sum_squares(np.where(np.isfinite(a), a, 0))
+
+
+def add_kernel_sums(acc: dict, out_i, out_f) -> dict:
+    """Add a compiled kernel's chunk figures into `acc`: `out_i` = the counts in the order of
+    `new_stats` (n, changed_bits, changed_atol, changed_rel, nonfinite_pairs, nan_base, inf_base,
+    nan_other, inf_other) then the span [lo, hi) of histogram bins >= 1 used; `out_f` = sum of
+    squared deltas, sum of squared weights, max |delta|. The kernel adds the histogram itself."""
+    counts = out_i.tolist()
+    for key, value in zip(_COUNTS, counts[:9], strict=True):
+        acc[key] += value
+    note_span(acc, *counts[9:11])
+    acc["sq_update"] += float(out_f[0])
+    acc["sq_weight"] += float(out_f[1])
+    acc["max_abs"] = max(acc["max_abs"], float(out_f[2]))
+    return acc
+
+
+def kernel_overlap(out_i, out_f) -> dict:
+    """A compiled kernel's overlap figures as `overlap_chunk` returns them: `out_i` = n,
+    changed_a, changed_b, changed_both, nonzero_both, same_sign; `out_f` = dot, sq_a, sq_b."""
+    n, n_a, n_b, both, nz, same = out_i.tolist()
+    return dict(n=n, changed_a=n_a, changed_b=n_b, changed_both=both, dot=float(out_f[0]),
+                sq_a=float(out_f[1]), sq_b=float(out_f[2]), nonzero_both=nz, same_sign=same)
 
 
 def merge_stats(acc: dict, part: dict) -> dict:
