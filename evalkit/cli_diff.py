@@ -24,13 +24,17 @@ def diff(
     rank: Annotated[bool, typer.Option("--rank", help="Also compute rank(delta)/min(shape) of every 2-D update (SVD: slow for big matrices).")] = False,
     out: Annotated[Path | None, typer.Option(help="Folder for diff.json (summary) and tensors.csv (one row per tensor); overlap.csv with three checkpoints.")] = None,
     top: Annotated[int, typer.Option(help="Most-changed layers to show.")] = 8,
-    workers: Annotated[int, typer.Option(help="Tensors compared at once (threads); memory grows with it.")] = 2,
+    workers: Annotated[int, typer.Option(help="Threads comparing chunks at once (a chunk buffer each).")] = 2,
     as_dtype: Annotated[str | None, typer.Option("--as-dtype", help="Round float tensors of every checkpoint to bfloat16, float16 or float32 (nearest even, as torch) before comparing, e.g. an fp32 base against a bf16 trained copy.")] = None,
 ) -> None:
     """Changed fraction, update norms, concentration and overlap of checkpoint updates.
 
     Example: evalkit diff smollm2-135m runs/es/ckpt runs/grpo/ckpt --atol 1e-5 --out runs/diff
     Example: evalkit diff smollm2-135m runs/grpo/ckpt-bf16 --as-dtype bfloat16
+
+    Speed: compiled C kernels, built once by the system C compiler ($CC or cc) into
+    ~/.cache/evalkit/kernels; without a compiler, numba or numpy (same figures, slower).
+    EVALKIT_DIFF_KERNEL=auto|c|numba|numpy chooses.
     """
     from evalkit.diff import DiffOptions, diff_checkpoints, write_outputs
     from evalkit.errors import UsageError
