@@ -223,6 +223,41 @@ def open_run(out: Path, kind: str, opts, task):
     return run, ref, latest_checkpoint(out)
 
 
+@dataclass(frozen=True)
+class Start:
+    """Where a (resumed) training run starts: see `start_run`."""
+
+    run: object  # RunDir
+    task: object  # Task
+    ref: object  # ModelRef of the base model
+    source: object  # ModelRef to load the weights from: the newest checkpoint, else the base
+    ckpt: Checkpoint | None
+    step: int  # the last step already done (0 for a new run)
+    log: MetricsLog
+    device: str
+
+
+def start_run(out: Path, kind: str, opts) -> Start:
+    """The set-up both trainers share, before the model is loaded: the vLLM backend checked
+    (before any folder is made), the task loaded, the run folder opened or checked
+    (`open_run`), the metrics log cut back to the newest checkpoint."""
+    from evalkit.models import ModelRef
+    from evalkit.passk import resolve_device
+
+    device = resolve_device(opts.device)
+    if opts.backend == "vllm":
+        from evalkit.scale.vllm_train import check_vllm_backend
+
+        check_vllm_backend(device)
+    task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
+    run, ref, ckpt = open_run(out, kind, opts, task)
+    step = ckpt.step if ckpt else 0
+    log = MetricsLog(Path(out) / "metrics.jsonl")
+    log.keep_through(step)
+    source = ModelRef(ref.name, str(ckpt.path)) if ckpt else ref
+    return Start(run, task, ref, source, ckpt, step, log, device)
+
+
 def decode_and_grade(tokenizer, grader, samples, problems) -> tuple[list[str], list[float]]:
     """Completion texts (as `evalkit passk` decodes them) and their 0/1 rewards."""
     texts = [tokenizer.decode(s.token_ids, skip_special_tokens=True) for s in samples]

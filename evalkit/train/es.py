@@ -333,39 +333,30 @@ def iteration_record(step: int, rewards, samples, residual: int, fixups: int) ->
 def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> dict:
     """Run (or resume) ES into `out`; returns the summary written to summary.json."""
     from evalkit.grading import Grader
-    from evalkit.models import ModelRef, load_model
-    from evalkit.passk import resolve_device
+    from evalkit.models import load_model
     from evalkit.sampling import stop_token_ids
-    from evalkit.train.common import MetricsLog, load_training_task, open_run, save_checkpoint
+    from evalkit.train.common import save_checkpoint, start_run
 
     validate(opts)
-    if opts.backend == "vllm":  # before the run folder is made
-        from evalkit.scale.vllm_train import check_vllm_backend
-
-        check_vllm_backend(resolve_device(opts.device))
-    task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
-    run, ref, ckpt = open_run(out, "train-es", opts, task)
-    start = ckpt.step if ckpt else 0
-    log = MetricsLog(Path(out) / "metrics.jsonl")
-    log.keep_through(start)
-    source = ModelRef(ref.name, str(ckpt.path)) if ckpt else ref
-    model, tokenizer = load_model(source, dtype=opts.dtype, device=resolve_device(opts.device))
+    at = start_run(out, "train-es", opts)
+    model, tokenizer = load_model(at.source, dtype=opts.dtype, device=at.device)
     stop = stop_token_ids(model, tokenizer)
     sampler, extra = None, {}
     if opts.backend == "vllm":  # the engine loads the folder the HF model came from
         from evalkit.scale.vllm_train import ENTROPY_KIND, VllmPolicySampler
 
-        engine = VllmPolicySampler(source.path, opts, tokenizer, stop, resolve_device(opts.device))
+        engine = VllmPolicySampler(at.source.path, opts, tokenizer, stop, at.device)
         sampler, extra = engine.fitness_sampler(model), {"entropy_kind": ENTROPY_KIND}
-    with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
-        for step in range(start + 1, opts.iterations + 1):
-            record = {**es_iteration(model, tokenizer, task, grader, opts, step, stop, sampler), **extra}
-            log.append(record)
+    with Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+        for step in range(at.step + 1, opts.iterations + 1):
+            record = {**es_iteration(model, tokenizer, at.task, grader, opts, step, stop, sampler),
+                      **extra}
+            at.log.append(record)
             if step % opts.save_every == 0 or step == opts.iterations:
                 save_checkpoint(model, tokenizer, out, step, {"kind": "es", "seed": opts.seed})
             if progress:
                 progress(step, opts.iterations, record["reward"])
-    return es_summary(run, log, out, opts.iterations)
+    return es_summary(at.run, at.log, out, opts.iterations)
 
 
 def es_summary(run, log, out: Path, steps: int, extra: dict | None = None) -> dict:

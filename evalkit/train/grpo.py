@@ -316,23 +316,14 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
     import torch
 
     from evalkit.grading import Grader
-    from evalkit.models import ModelRef, load_model
-    from evalkit.passk import resolve_device
+    from evalkit.models import load_model
     from evalkit.sampling import stop_token_ids
-    from evalkit.train.common import MetricsLog, load_training_task, open_run, save_checkpoint
+    from evalkit.train.common import save_checkpoint, start_run
 
     validate(opts)
-    if opts.backend == "vllm":  # before the run folder is made
-        from evalkit.scale.vllm_train import check_vllm_backend
-
-        check_vllm_backend(resolve_device(opts.device))
-    task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
-    run, ref, ckpt = open_run(out, "train-grpo", opts, task)
-    start = ckpt.step if ckpt else 0
-    log = MetricsLog(Path(out) / "metrics.jsonl")
-    log.keep_through(start)
-    device = resolve_device(opts.device)
-    model, tokenizer = load_model(ModelRef(ref.name, str(ckpt.path)) if ckpt else ref, dtype=opts.dtype, device=device)
+    at = start_run(out, "train-grpo", opts)
+    ref, ckpt, device = at.ref, at.ckpt, at.device
+    model, tokenizer = load_model(at.source, dtype=opts.dtype, device=device)
     ref_model = None
     if opts.beta != 0.0:
         ref_model, _ = load_model(ref, dtype=opts.dtype, device=device)
@@ -347,10 +338,10 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
     if opts.backend == "vllm":  # loads the same weights the policy was loaded from
         from evalkit.scale.vllm_train import ENTROPY_KIND, VllmPolicySampler
 
-        engine = VllmPolicySampler(str(ckpt.path) if ckpt else ref.path, opts, tokenizer, stop, device)
-    with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
-        for step in range(start + 1, opts.steps + 1):
-            groups, record = collect_batch(model, tokenizer, grader, task, opts, step, stop,
+        engine = VllmPolicySampler(at.source.path, opts, tokenizer, stop, device)
+    with Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+        for step in range(at.step + 1, opts.steps + 1):
+            groups, record = collect_batch(model, tokenizer, grader, at.task, opts, step, stop,
                                            engine.sample if engine else None)
             if groups:
                 record.update(grpo_update(model, ref_model, optimizer, groups, opts, tokenizer.pad_token_id))
@@ -359,12 +350,12 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
             record = {"step": step, **record, "learning_rate": opts.lr}
             if engine:
                 record["entropy_kind"] = ENTROPY_KIND
-            log.append(record)
+            at.log.append(record)
             if step % opts.save_every == 0 or step == opts.steps:
                 save_checkpoint(model, tokenizer, out, step, {"kind": "grpo", "seed": opts.seed}, optimizer=optimizer)
             if progress:
                 progress(step, opts.steps, record["reward"])
-    return _summary(run, log, out, opts.steps)
+    return _summary(at.run, at.log, out, opts.steps)
 
 
 def _summary(run, log, out: Path, steps: int) -> dict:
