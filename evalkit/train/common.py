@@ -49,6 +49,25 @@ STEP_DIR = re.compile(r"^step-(\d{6,})$")
 STATE_FILE = "trainer_state.json"
 
 
+@dataclass(frozen=True)
+class TrainOptions:
+    """What every trainer takes; these mean what they mean for `evalkit passk`, same defaults."""
+
+    model: str = "smollm2-135m"
+    task: str = "arith"
+    task_size: int = 200
+    task_seed: int = 0
+    task_config: str = "{}"
+    max_new_tokens: int = 256
+    seed: int = 0
+    dtype: str = "float32"
+    device: str = "auto"
+    save_every: int = 10
+    grader_workers: int = 2
+    grade_timeout: float = 10.0
+    backend: str = "hf"  # vllm: a colocated vLLM engine samples (evalkit.scale.vllm_train)
+
+
 def derive_seed(*parts) -> int:
     """A 63-bit seed from any parts, e.g. `(run_seed, "es", step, member)`, by hashing."""
     key = "\x1f".join(map(str, parts)).encode()

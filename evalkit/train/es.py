@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
+from evalkit.train.common import TrainOptions
 
 __all__ = [
     "ESOptions",
@@ -60,26 +61,13 @@ CHUNK = 1 << 20  # elements per noise chunk; a multiple of 16 keeps CPU randn's 
 
 
 @dataclass(frozen=True)
-class ESOptions:
-    model: str = "smollm2-135m"
-    task: str = "arith"
-    task_size: int = 200
-    task_seed: int = 0
-    task_config: str = "{}"
+class ESOptions(TrainOptions):  # backend vllm: members scored by a colocated vLLM engine
     population: int = 30
     sigma: float = 1e-3
     alpha: float = 5e-4
     iterations: int = 50
     prompts_per_iteration: int = 16
     noise: str = "iid"
-    max_new_tokens: int = 256
-    seed: int = 0
-    dtype: str = "float32"
-    device: str = "auto"
-    save_every: int = 10
-    grader_workers: int = 2
-    grade_timeout: float = 10.0
-    backend: str = "hf"  # vllm: members scored by a colocated vLLM engine (evalkit.scale.vllm_train)
 
 
 def validate(opts: ESOptions) -> None:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
+from evalkit.train.common import TrainOptions
 
 __all__ = ["GRPOOptions", "run_grpo", "policy_loss", "token_logprobs", "LOSS_TYPES"]
 
@@ -48,12 +49,7 @@ BACKENDS = ("hf", "vllm")
 
 
 @dataclass(frozen=True)
-class GRPOOptions:
-    model: str = "smollm2-135m"
-    task: str = "arith"
-    task_size: int = 200
-    task_seed: int = 0
-    task_config: str = "{}"
+class GRPOOptions(TrainOptions):  # backend vllm: groups sampled by a colocated vLLM engine
     group_size: int = 8
     prompts_per_step: int = 4
     steps: int = 50
@@ -71,14 +67,6 @@ class GRPOOptions:
     micro_batch: int = 2  # 2: peak memory 0.48x TRL on the benchmark (8: 0.62x, faster)
     temperature: float = 1.0
     top_p: float = 1.0
-    max_new_tokens: int = 256
-    seed: int = 0
-    dtype: str = "float32"
-    device: str = "auto"
-    save_every: int = 10
-    grader_workers: int = 2
-    grade_timeout: float = 10.0
-    backend: str = "hf"  # vllm: groups sampled by a colocated vLLM engine (evalkit.scale.vllm_train)
 
 
 def validate(opts: GRPOOptions) -> None:
