@@ -146,6 +146,14 @@ def test_passk_with_a_vllm_shaped_engine_labels_entropy_as_a_bound(tiny_model, t
     assert summary["sampling"]["logprobs"] == 2 and summary["cpu_threads"] is None
     params = FakeLLM.calls[0][1]
     assert all(p.n == 1 and p.top_k == -1 and p.max_tokens == 5 and p.logprobs == 2 for p in params)
+    from evalkit.models import load_model, resolve_model
+    from evalkit.sampling import render_prompt
+    from evalkit.tasks import load_task
+
+    _, tok = load_model(resolve_model(str(tiny_model)))
+    first = load_task("arith").problems[0]  # prompts as token ids, exactly the HF backend's
+    want = tok(render_prompt(tok, first.prompt), add_special_tokens=False)["input_ids"]
+    assert FakeLLM.calls[0][0][:3] == [{"prompt_token_ids": want}] * 3
 
 
 def test_vllm_on_cpu_is_refused(tiny_model, tmp_path):

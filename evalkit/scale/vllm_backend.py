@@ -2,7 +2,9 @@
 
     evalkit passk MODEL --backend vllm --device cuda --n 64 --k 1,8,64 --logprobs 20 --out runs/vllm
 
-Requests: one request per (problem, sample), `n=1`, with its own seed
+Requests: one request per (problem, sample), `n=1`, the rendered prompt given as
+token ids (vLLM's TokensPrompt, tokenized with `add_special_tokens=False` as the
+HF backend does: a string prompt would get a BOS the HF path never sees), with its own seed
 `sample_seed(run seed, problem id, j)`: the hashed seeds the HF backend
 records, so seeds never overlap across problems (the `seed + j` pitfall of
 REFERENCES.md). vLLM's automatic prefix caching computes each shared prompt
@@ -131,7 +133,11 @@ class VllmChunks:
 
         for index, part in jobs:
             requests = build_requests([p.id for p in part], self.cfg, logprobs=self.logprobs, stop_ids=self.stop)
-            prompts = [render_prompt(self.tokenizer, p.prompt) for p in part for _ in range(self.cfg.n)]
+            # token ids, tokenized as the HF backend does: a string prompt would get vLLM's
+            # special tokens (a second BOS after a chat template that already has one)
+            ids = [self.tokenizer(render_prompt(self.tokenizer, p.prompt),
+                                  add_special_tokens=False)["input_ids"] for p in part]
+            prompts = [{"prompt_token_ids": list(x)} for x in ids for _ in range(self.cfg.n)]
             params = [self.vllm.SamplingParams(**r) for r in requests]
             outputs = self.llm.generate(prompts, params, use_tqdm=False)
             drawn = {}
