@@ -157,16 +157,10 @@ def es_grpo(
     from evalkit.train import run_es_grpo
     from evalkit.train.common import train_progress
     from evalkit.train.es import ESOptions
-    from evalkit.train.grpo import GRPOOptions, validate
+    from evalkit.train.grpo import GRPOOptions
 
     es_opts = ESOptions(**{f.name: given[f.name] for f in fields(ESOptions)})
     grpo_opts = GRPOOptions(**{f.name: given[f.name] for f in fields(GRPOOptions)})
-    validate(grpo_opts)  # refuse bad GRPO settings (and vLLM where it cannot run) now, not after ES
-    if backend == "vllm":
-        from evalkit.passk import resolve_device
-        from evalkit.scale.vllm_train import check_vllm_backend
-
-        check_vllm_backend(resolve_device(device))
     with contextlib.ExitStack() as stack:
         summary = run_es_grpo(es_opts, grpo_opts, out, progress_for=lambda label: stack.enter_context(train_progress(label)))
     _done(out, summary)

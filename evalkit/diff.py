@@ -66,7 +66,7 @@ class DiffOptions:
     rtol: float = W.BF16_RTOL
     rank: bool = False
     chunk_elems: int = 1 << 19  # 2 MB float32 temporaries: few Python calls, bounded memory
-    workers: int = 2  # tensors processed at once (threads)
+    workers: int = 2  # threads comparing chunks at once
     as_dtype: str | None = None  # "bfloat16" | "float16" | "float32": round both sides first
     # chunk statistics: "c" (diff_kernel.c, built by the system compiler), "numba", "numpy"
     # (slowest, no compiler needed) or "auto" (see `_pick_kernel`); all give identical figures.

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.models import cache_dir
 from metrics.weights import add_kernel_sums, kernel_overlap
 
 __all__ = ["MODES", "available", "reason", "chunk_stats", "overlap_chunk"]
@@ -55,11 +56,6 @@ def _cpu_flags() -> str:
     return platform.processor()
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit"
-    return Path(root) / "kernels"
-
-
 def _compile(target: Path) -> str | None:
     """Build the library at `target` (atomically); None when built, else why not."""
     cc = os.environ.get("CC") or "cc"
@@ -68,16 +64,21 @@ def _compile(target: Path) -> str | None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=target.stem, suffix=".so", dir=target.parent)
     os.close(fd)
-    errors = ""
-    for arch in (["-march=native"], []):  # some compilers or CPUs refuse -march=native
-        cmd = [*cc.split(), *FLAGS, *arch, "-o", tmp, str(SOURCE)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode == 0:
-            os.replace(tmp, target)
-            return None
-        errors = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-    os.unlink(tmp)
-    return f"{cc} failed: {errors[0]}"
+    try:
+        for arch in (["-march=native"], []):  # some compilers or CPUs refuse -march=native
+            cmd = [*cc.split(), *FLAGS, *arch, "-o", tmp, str(SOURCE)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            if done.returncode == 0:
+                os.replace(tmp, target)  # atomic: a process building at the same time is harmless
+                return None
+            errors = [x for x in done.stderr.splitlines() if "error" in x.lower()]
+            why = (errors or done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[0]
+        return f"{cc} failed: {why}"
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"{cc} failed: {err}"
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
@@ -93,7 +94,7 @@ def _load() -> ctypes.CDLL | None:
         if "lib" not in _STATE:
             key = hashlib.sha256(SOURCE.read_bytes() + repr((FLAGS, os.environ.get("CC"),
                                  platform.machine(), _cpu_flags())).encode()).hexdigest()[:16]
-            target = _cache_dir() / f"diff_kernel-{key}.so"
+            target = cache_dir() / "kernels" / f"diff_kernel-{key}.so"
             why = None if target.is_file() else _compile(target)
             try:
                 _STATE["lib"] = None if why else _declare(ctypes.CDLL(str(target)))
@@ -135,11 +136,18 @@ def _table(dtype: str):
     return _ptr(_F16) if dtype == "F16" else None
 
 
+def _lib() -> ctypes.CDLL:
+    lib = _STATE.get("lib") or _load()
+    if lib is None:
+        raise RuntimeError(f"the C diff kernels are not available: {reason()}")
+    return lib
+
+
 def chunk_stats(acc: dict, a_bits: np.ndarray, b_bits: np.ndarray, dtype: str, *,
                 atol: float, rtol: float) -> dict:
     """Add one chunk (raw bits, safetensors `dtype` in MODES) into `acc` (from
     `metrics.weights.new_stats()`), exactly as `metrics.weights.chunk_stats` would."""
-    lib = _load()
+    lib = _lib()
     a_bits, b_bits = _bits(a_bits, dtype), _bits(b_bits, dtype)
     assert acc["hist_count"].dtype == np.int64 and acc["hist_sq"].dtype == np.float64
     out_i, out_f = np.zeros(11, np.int64), np.zeros(3)
@@ -151,7 +159,7 @@ def chunk_stats(acc: dict, a_bits: np.ndarray, b_bits: np.ndarray, dtype: str, *
 
 def overlap_chunk(base_bits, a_bits, b_bits, dtype: str) -> dict:
     """Additive overlap counts of one chunk, as `metrics.weights.overlap_chunk`."""
-    lib = _load()
+    lib = _lib()
     bits = [_bits(x, dtype) for x in (base_bits, a_bits, b_bits)]
     out_i, out_f = np.zeros(6, np.int64), np.zeros(3)
     getattr(lib, f"overlap_{_SUFFIX[dtype]}")(*map(_ptr, bits), bits[0].size, _table(dtype),

@@ -178,7 +178,7 @@ def _prefill(model, tokenizer, prompts: Sequence[str], device):
 
     ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
     shared = 0
-    shortest = min(len(x) for x in ids)
+    shortest = min((len(x) for x in ids), default=0)
     while shared < shortest - 1 and all(x[shared] == ids[0][shared] for x in ids):
         shared += 1  # every prompt keeps at least one token of its own
     if len(ids) < 2 or shared < SHARED_PREFIX_MIN:

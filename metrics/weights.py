@@ -30,7 +30,8 @@ turns the sums into fractions and norms. Conventions, chosen deliberately:
 
 Limits: pure numpy; no I/O. Counts are exact. Every sum (squared deltas, squared weights, the
 overlap's dot products) is of exact float64 squares/products, in a fixed order (`lane_sum`), so
-this reference and the compiled kernel of `evalkit.diff_kernels` give identical figures.
+this reference and the compiled kernels (`evalkit/diff_kernel.c`, `evalkit.diff_kernels`) give identical
+figures.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ def lane_sum(x64: np.ndarray, index: np.ndarray | None = None) -> float:
     combined as ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), plus 0.0 (so never -0.0).
 
     `index` gives the chunk positions of a gathered `x64` (the entries left out being zeros,
-    which add nothing), so a sparse and a dense pass give identical sums, and so does the
-    compiled kernel of `evalkit.diff_kernels`, which keeps the same 8 accumulators.
+    which add nothing), so a sparse and a dense pass give identical sums, and so do the
+    compiled kernels (C and numba), which keep the same 8 accumulators.
     """
     if index is not None:
         lanes = np.bincount(index & (LANES - 1), weights=x64, minlength=LANES)

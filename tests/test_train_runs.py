@@ -224,3 +224,23 @@ def test_task_without_scorer_is_refused(monkeypatch, tmp_path, digit_task):
     result = _cli(["grpo", "--out", str(tmp_path / "g"), "--model", str(folder), "--device", "cpu"])
     assert result.exit_code == 2
     assert "no scorer" in result.output
+
+
+def test_identity_records_every_option_and_a_changed_one_is_refused(digit_task, tmp_path):
+    """run.json keeps every option that shapes the run (backend only when not the default),
+    so resuming with another --sigma is refused, naming it."""
+    from evalkit.train.common import identity_options
+    from evalkit.train.es import ESOptions
+
+    recorded = identity_options(ESOptions(sigma=0.01))
+    assert recorded["sigma"] == 0.01 and recorded["noise"] == "iid" and "backend" not in recorded
+    assert identity_options(ESOptions(backend="vllm"))["backend"] == "vllm"
+    folder, task, _, _ = digit_task
+    common = ["es", "--model", str(folder), "--task", str(task), "--device", "cpu", "--population", "2",
+              "--iterations", "1", "--prompts-per-iteration", "2", "--max-new-tokens", "2",
+              "--out", str(tmp_path / "run")]
+    assert _cli(common).exit_code == 0
+    settings = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert settings["options"]["sigma"] == 0.001
+    result = _cli([*common, "--sigma", "0.002"])
+    assert result.exit_code == 2 and "sigma" in result.output

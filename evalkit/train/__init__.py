@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 __all__ = ["run_es_grpo"]
@@ -26,16 +26,23 @@ def run_es_grpo(es_opts, grpo_opts, out: Path, *, progress_for=None) -> dict:
     from evalkit.errors import UsageError
     from evalkit.runstore import RunDir
     from evalkit.train.es import run_es
+    from evalkit.train.es import validate as es_validate
     from evalkit.train.grpo import run_grpo
+    from evalkit.train.grpo import validate as grpo_validate
 
     if es_opts.model != grpo_opts.model:
         raise UsageError("es-grpo: the GRPO stage starts from ES's checkpoint; give --model once")
-    from evalkit.train.common import IDENTITY_OMITTED_DEFAULTS
+    es_validate(es_opts)
+    grpo_validate(grpo_opts)  # bad GRPO settings are refused now, not after the ES stage
+    if "vllm" in (es_opts.backend, grpo_opts.backend):  # before any folder is made
+        from evalkit.passk import resolve_device
+        from evalkit.scale.vllm_train import check_vllm_backend
 
-    def identity(opts) -> dict:  # options added later stay out at their default (old runs resume)
-        return {k: v for k, v in asdict(opts).items() if IDENTITY_OMITTED_DEFAULTS.get(k, v) != v}
+        check_vllm_backend(resolve_device(grpo_opts.device))
+    from evalkit.train.common import identity_options
 
-    run = RunDir.open(out, {"kind": "train-es-grpo", "es": identity(es_opts), "grpo": identity(grpo_opts)})
+    run = RunDir.open(out, {"kind": "train-es-grpo", "es": identity_options(es_opts),
+                            "grpo": identity_options(grpo_opts)})
     es = run_es(es_opts, Path(out) / "es", progress=progress_for and progress_for("es"))
     if not es["complete"]:
         raise UsageError(f"{out}/es did not finish; rerun the same command to resume")

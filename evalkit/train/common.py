@@ -218,6 +218,15 @@ IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", 
 IDENTITY_OMITTED_DEFAULTS = {"backend": "hf"}
 
 
+def identity_options(opts) -> dict:
+    """The options as run.json records them: all of them, except those added after runs
+    existed while they keep their default (IDENTITY_OMITTED_DEFAULTS), so those runs resume."""
+    from dataclasses import asdict
+
+    return {k: v for k, v in asdict(opts).items()
+            if k not in IDENTITY_OMITTED_DEFAULTS or IDENTITY_OMITTED_DEFAULTS[k] != v}
+
+
 def open_run(out: Path, kind: str, opts, task):
     """Check or create the run folder; returns (RunDir, ModelRef, latest Checkpoint or None).
 
@@ -225,7 +234,6 @@ def open_run(out: Path, kind: str, opts, task):
     sha256, dtype), task identity and every option that changes the result;
     the step count and save interval are left out so a run can be extended.
     """
-    from dataclasses import asdict
 
     from evalkit.models import resolve_model, weights_hash
     from evalkit.runstore import RunDir
@@ -235,8 +243,7 @@ def open_run(out: Path, kind: str, opts, task):
         "kind": kind,
         "model": {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": opts.dtype},
         "task": task.spec.identity(),
-        "options": {k: v for k, v in asdict(opts).items()
-                    if k not in IDENTITY_EXCLUDED and IDENTITY_OMITTED_DEFAULTS.get(k, v) != v},
+        "options": {k: v for k, v in identity_options(opts).items() if k not in IDENTITY_EXCLUDED},
     }
     run = RunDir.open(out, settings)
     return run, ref, latest_checkpoint(out)

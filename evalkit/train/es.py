@@ -158,14 +158,24 @@ def per_tensor(fn, params) -> list:
     workers = torch.get_num_threads()
     if workers <= 1 or len(params) < 2:
         return [fn(i, p) for i, p in enumerate(params)]
-    from concurrent.futures import ThreadPoolExecutor
-
     torch.set_num_threads(1)
     try:
-        with ThreadPoolExecutor(workers) as pool:
-            return list(pool.map(fn, range(len(params)), params))
+        return list(_pool(workers).map(fn, range(len(params)), params))
     finally:
         torch.set_num_threads(workers)
+
+
+_POOLS: dict = {}
+
+
+def _pool(workers: int):
+    """One long-lived thread pool per size: its threads keep their `_scratch` buffers from
+    one perturb/restore to the next (a pool per call would fault them in every time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if workers not in _POOLS:
+        _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="es-tensors")
+    return _POOLS[workers]
 
 
 def _fixed_mmap_threshold() -> None:
