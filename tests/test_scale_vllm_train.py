@@ -394,9 +394,15 @@ def test_es_resume_reloads_the_engine_from_the_checkpoint_and_refuses_the_other_
     assert len(es_fake.instances[-1].worker.model_runner.model.loads) == 2  # step 2's members only
 
 
-def test_es_grpo_uses_the_engine_in_both_stages(tiny_model, tmp_path, es_fake):
+def test_es_grpo_uses_the_engine_in_both_stages(tiny_model, tmp_path, es_fake, monkeypatch):
     from evalkit.train import run_es_grpo
 
+    events = []  # the ES stage's engine is released before the GRPO stage builds its own
+    build, close = vllm_train.VllmPolicySampler.__init__, vllm_train.VllmPolicySampler.close
+    monkeypatch.setattr(vllm_train.VllmPolicySampler, "__init__",
+                        lambda self, *a, **k: events.append("build") or build(self, *a, **k))
+    monkeypatch.setattr(vllm_train.VllmPolicySampler, "close",
+                        lambda self: events.append("close") or close(self))
     out = tmp_path / "run"
     summary = run_es_grpo(_es_opts(tiny_model, iterations=1, population=2),
                           _opts(tiny_model, steps=1), out)
@@ -406,6 +412,7 @@ def test_es_grpo_uses_the_engine_in_both_stages(tiny_model, tmp_path, es_fake):
     assert grpo_llm.kwargs["model"] == str(out / "es" / "step-000001")
     for stage in ("es", "grpo"):
         assert json.loads((out / stage / "run.json").read_text())["options"]["backend"] == "vllm"
+    assert events == ["build", "close", "build", "close"]
 
 
 def test_es_cpu_and_missing_vllm_are_refused_before_the_run_folder(tiny_model, tmp_path, monkeypatch):

@@ -179,6 +179,19 @@ class VllmPolicySampler:
         self.llm.reset_prefix_cache()
         self.pushes += 1
 
+    def close(self) -> None:
+        """Free the engine and its GPU memory (es-grpo builds another one for its GRPO stage).
+        vLLM's own clean-up (`cleanup_dist_env_and_memory`, as in its tests) when importable."""
+        import gc
+
+        self.llm = None
+        gc.collect()
+        try:
+            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+        except ImportError:  # not a real vLLM (tests) or another layout
+            return
+        cleanup_dist_env_and_memory()
+
     def fitness_sampler(self, model):
         """ES's `sampler=`: push `model`'s current (perturbed) weights, then sample.
 

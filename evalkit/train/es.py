@@ -38,6 +38,7 @@ goes to a colocated vLLM engine that is given the perturbed weights first
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -339,13 +340,16 @@ def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> d
     at = start_run(out, "train-es", opts)
     model, tokenizer = load_model(at.source, dtype=opts.dtype, device=at.device)
     stop = stop_token_ids(model, tokenizer)
-    sampler, extra = None, {}
+    sampler, extra, engine = None, {}, None
     if opts.backend == "vllm":  # the engine loads the folder the HF model came from
         from evalkit.scale.vllm_train import ENTROPY_KIND, VllmPolicySampler
 
         engine = VllmPolicySampler(at.source.path, opts, tokenizer, stop, at.device)
         sampler, extra = engine.fitness_sampler(model), {"entropy_kind": ENTROPY_KIND}
-    with Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+    with contextlib.ExitStack() as cleanup, \
+            Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+        if engine:
+            cleanup.callback(engine.close)
         for step in range(at.step + 1, opts.iterations + 1):
             record = {**es_iteration(model, tokenizer, at.task, grader, opts, step, stop, sampler),
                       **extra}

@@ -35,6 +35,7 @@ that is given the policy's weights after every update
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -327,7 +328,10 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
         from evalkit.scale.vllm_train import ENTROPY_KIND, VllmPolicySampler
 
         engine = VllmPolicySampler(at.source.path, opts, tokenizer, stop, device)
-    with Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+    with contextlib.ExitStack() as cleanup, \
+            Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+        if engine:
+            cleanup.callback(engine.close)
         for step in range(at.step + 1, opts.steps + 1):
             groups, record = collect_batch(model, tokenizer, grader, at.task, opts, step, stop,
                                            engine.sample if engine else None)
