@@ -76,9 +76,9 @@ class FakeLLM:
         for r, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
             text = self.tok.decode(prompt["prompt_token_ids"])
             a, b = map(int, re.search(r"What is (\d+) \+ (\d+)\?", text).groups())
-            answer = str(a + b if p.seed % 2 == 0 else a + b + 1)
-            digits = self.tok(answer, add_special_tokens=False)["input_ids"]
-            if p.seed % 5 == 0:  # ran to max_tokens
+            right, cut = self.decide(text, p)
+            digits = self.tok(str(a + b if right else a + b + 1), add_special_tokens=False)["input_ids"]
+            if cut:  # ran to max_tokens
                 ids, finish = (digits * p.max_tokens)[: p.max_tokens], "length"
             else:
                 ids, finish = digits + [self.tok.eos_token_id], "stop"
@@ -87,6 +87,10 @@ class FakeLLM:
             self.outputs.append((p.seed, ids, finish))
             outs.append(RequestOutput(str(r), text, [done]))
         return outs
+
+    def decide(self, text: str, p) -> tuple[bool, bool]:
+        """(answer right, ran to max_tokens): right for even seeds, cut for seeds divisible by 5."""
+        return p.seed % 2 == 0, p.seed % 5 == 0
 
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
         self.events.append(method)
@@ -273,29 +277,13 @@ class ESFakeLLM(FakeLLM):
     """Greedy requests get the right answer iff `_es_right(last pushed weights, prompt)`; a wrong
     answer runs to max_tokens for some prompts. Sampled requests (GRPO) go to FakeLLM."""
 
-    def generate(self, prompts, params, use_tqdm=True):
+    def decide(self, text: str, p) -> tuple[bool, bool]:
         from evalkit.train.common import derive_seed
 
-        if any(p.temperature != 0 for p in params):
-            return super().generate(prompts, params, use_tqdm)
-        self.events.append("generate")
-        self.calls.append((list(prompts), list(params)))
-        key = _weights_key(self.worker.model_runner.model.loads[-1].values())
-        outs = []
-        for r, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
-            text = self.tok.decode(prompt["prompt_token_ids"])
-            a, b = map(int, re.search(r"What is (\d+) \+ (\d+)\?", text).groups())
-            right = _es_right(key, text)
-            digits = self.tok(str(a + b if right else a + b + 1), add_special_tokens=False)["input_ids"]
-            if not right and derive_seed("cut", text) % 2 == 0:  # a wrong answer that ran to max_tokens
-                ids, finish = (digits * p.max_tokens)[: p.max_tokens], "length"
-            else:
-                ids, finish = digits + [self.tok.eos_token_id], "stop"
-            lps = [{t: Logprob(-0.5, 1), t + 1: Logprob(-1.5, 2)} for t in ids]
-            done = CompletionOutput(0, self.tok.decode(ids, skip_special_tokens=True), ids, -1.0, lps, finish)
-            self.outputs.append((p.seed, ids, finish))
-            outs.append(RequestOutput(str(r), text, [done]))
-        return outs
+        if p.temperature != 0:  # sampled (GRPO): FakeLLM's rule
+            return super().decide(text, p)
+        right = _es_right(_weights_key(self.worker.model_runner.model.loads[-1].values()), text)
+        return right, not right and derive_seed("cut", text) % 2 == 0
 
 
 @pytest.fixture
