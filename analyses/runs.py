@@ -19,13 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from evalkit.errors import UsageError
+from evalkit.errors import StaleGrades, UsageError
+from evalkit.tasks import stale_grades
 
 __all__ = ["Run", "load_run", "load_runs", "task_key", "step_hint", "reference_answers", "load_problems",
            "COLUMNS"]
@@ -109,6 +111,8 @@ def load_run(path: str | Path) -> Run:
         raise UsageError(f"{path}: the run has no samples; rerun `evalkit passk` into it to resume")
     if samples["num_tokens"].isna().any():
         raise UsageError(f"{path}/samples.jsonl: samples without num_tokens; not an evalkit passk run?")
+    if stale := stale_grades(summary):
+        warnings.warn(f"{path}: {stale}", StaleGrades, stacklevel=2)
     return Run(path, summary, samples)
 
 
@@ -157,12 +161,10 @@ def load_problems(run: Run) -> dict:
 
     UsageError when it cannot be rebuilt (a task file moved, an unknown name).
     """
-    from evalkit.tasks import load_task
+    from evalkit.tasks import load_task_identity
 
-    task = run.summary.get("task") or {}
     try:
-        loaded = load_task(task.get("source") or task["name"], size=task.get("size") or 200,
-                           seed=task.get("seed") or 0, config=task.get("config") or {})
+        loaded = load_task_identity(run.summary.get("task") or {})
     except (KeyError, OSError, UsageError) as exc:
         raise UsageError(f"{run.path}: cannot rebuild its task ({exc})") from exc
     return {p.id: p for p in loaded.problems}

@@ -16,8 +16,6 @@ mean over problems of c/n when every problem has the same n.
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +24,7 @@ import pandas as pd
 
 from analyses.runs import Run, reference_answers, step_hint, task_key
 from evalkit.errors import UsageError
+from evalkit.runstore import frame_records, plain_json
 
 __all__ = ["Report", "entropy_report", "length_report", "write_report", "NO_ENTROPY_HELP"]
 
@@ -43,21 +42,8 @@ class Report:
     notes: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        tables = {name: json.loads(t.to_json(orient="records")) for name, t in self.tables.items()}
-        return _clean({"command": self.command, "runs": list(self.runs), **self.notes, "tables": tables})
-
-
-def _clean(value):
-    """NaN and numpy scalars to plain JSON values (NaN -> null)."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str):
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
+        tables = {name: frame_records(t) for name, t in self.tables.items()}
+        return plain_json({"command": self.command, "runs": list(self.runs), **self.notes, "tables": tables})
 
 
 def write_report(report: Report, out: Path) -> list[Path]:

@@ -108,3 +108,5 @@ from evalkit.cli_train import train_app  # noqa: E402
 app.add_typer(train_app, name="train")
 from evalkit.cli_report import report  # noqa: E402
 app.command("report")(handle_errors(report))
+from evalkit.cli_regrade import regrade  # noqa: E402
+app.command("regrade")(handle_errors(regrade))

@@ -436,26 +436,15 @@ def _summary(cps, labels, opts, groups, ov_groups, rows, problems) -> dict:
     return summary
 
 
-def _clean(obj):
-    """NaN/Inf -> None so diff.json is strict JSON."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def write_outputs(result: DiffResult, out: Path) -> list[Path]:
     """diff.json, tensors.csv (one row per tensor and update), overlap.csv (three-way)."""
     import pandas as pd
 
-    from evalkit.runstore import write_json_atomic
+    from evalkit.runstore import plain_json, write_json_atomic
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "diff.json", _clean(result.summary))
+    write_json_atomic(out / "diff.json", plain_json(result.summary))
     written = [out / "diff.json"]
     for name, rows in (("tensors.csv", result.tensors), ("overlap.csv", result.overlaps)):
         if rows:

@@ -84,7 +84,6 @@ def resolve_device(device: str) -> str:
 
 
 def parse_task_config(text: str) -> dict:
-    import json
 
     try:
         config = json.loads(text)
@@ -150,16 +149,11 @@ def sampling_config(opts: PasskOptions) -> SamplingConfig:
 
 def draw_chunk(model, tokenizer, part, cfg: SamplingConfig, stop) -> dict:
     """{(problem id, j): (completion text, Sample)} for one chunk of problems."""
-    from evalkit.sampling import render_prompt, sample_chunk
+    from evalkit.sampling import decode_completion, render_prompt, sample_chunk
 
     prompts = [render_prompt(tokenizer, p.prompt) for p in part]
     samples = sample_chunk(model, tokenizer, prompts, [p.id for p in part], cfg, stop_ids=stop)
-    # Special tokens stay in the text (the stop token is already cut), so the
-    # text re-tokenizes to the generated tokens for teacher-forced checks.
-    return {
-        (part[s.problem_index].id, s.sample_index): (tokenizer.decode(s.token_ids, skip_special_tokens=False), s)
-        for s in samples
-    }
+    return {(part[s.problem_index].id, s.sample_index): (decode_completion(tokenizer, s.token_ids), s) for s in samples}
 
 
 def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None, executor: Callable | None = None) -> dict:
@@ -171,7 +165,7 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     from evalkit.grading import Grader
     from evalkit.models import resolve_model, weights_hash
     from evalkit.sampling import render_prompt
-    from evalkit.tasks import load_task
+    from evalkit.tasks import grader_version, load_task
 
     validate(opts)
     task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=parse_task_config(opts.task_config))
@@ -186,6 +180,7 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
             "kind": "passk",
             "model": model_identity,
             "task": task.spec.identity(),
+            "grader": grader_version(task.spec.kind),
             "problems": len(problems),
             "sampling": ex.sampling,
             "batch_size": opts.batch_size,
@@ -239,6 +234,7 @@ def _record(problem, sample_index: int, text: str, sample, grade) -> dict:
 
 def summarize(records: list[dict], opts: PasskOptions, problems, settings: dict) -> dict:
     """Per-k estimates with intervals and outcome counts from stored samples."""
+    from evalkit.runstore import frame_records
     from metrics.passk import passk_table
 
     per_problem: dict[str, Counter] = {p.id: Counter() for p in problems}
@@ -262,7 +258,7 @@ def summarize(records: list[dict], opts: PasskOptions, problems, settings: dict)
         "outcomes": {o: outcomes.get(o, 0) for o in ("correct", "incorrect", "no_answer", "timeout", "error")},
         "confidence": opts.confidence,
         "interval": "percentile bootstrap over problems",
-        "pass_at_k": [] if table is None else json.loads(table.to_json(orient="records")),
+        "pass_at_k": [] if table is None else frame_records(table),
     }
 
 

@@ -14,15 +14,35 @@ to a temporary file and renamed over the old one.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["RunDir", "write_json_atomic", "read_samples"]
+__all__ = ["RunDir", "write_json_atomic", "read_samples", "append_jsonl", "plain_json", "frame_records"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
+
+
+def plain_json(value):
+    """Strict-JSON values: numpy scalars to Python, NaN/Inf to None (no bare `NaN` in a file)."""
+    if isinstance(value, dict):
+        return {k: plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def frame_records(frame) -> list[dict]:
+    """A DataFrame's rows as plain records at full float precision (pandas' `to_json` keeps 10
+    digits, so a figure stored that way no longer equals the one computed)."""
+    return plain_json(frame.to_dict(orient="records"))
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
@@ -33,6 +53,18 @@ def write_json_atomic(path: Path, data: dict) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def append_jsonl(path: Path, records: Iterable[dict]) -> None:
+    """Append JSON lines, one `write` each on an O_APPEND descriptor, then fsync: a crash
+    tears at most the last line, which `read_samples` ignores."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for record in records:
+            os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_samples(path: Path) -> list[dict]:
@@ -92,13 +124,7 @@ class RunDir:
         return read_samples(self.path / SAMPLES)
 
     def append(self, records: Iterable[dict]) -> None:
-        fd = os.open(self.path / SAMPLES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            for record in records:
-                os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        append_jsonl(self.path / SAMPLES, records)
 
     def write_summary(self, summary: dict) -> Path:
         path = self.path / SUMMARY
@@ -107,7 +133,15 @@ class RunDir:
 
 
 def _refuse_if_different(path: Path, stored: dict, wanted: dict) -> None:
-    for key in sorted(set(stored) | set(wanted)):
+    from evalkit.tasks import graded_by
+
+    same_kind = stored.get("kind") == wanted.get("kind")
+    if same_kind and "grader" in wanted and graded_by(stored) != wanted["grader"]:
+        raise UsageError(
+            f"{path} was graded by {graded_by(stored)}, this evalkit grades with {wanted['grader']}: "
+            f"`evalkit regrade {path}` brings a passk run's grades up to date; or use another --out"
+        )
+    for key in sorted(set(stored) | set(wanted), key=lambda k: (k != "kind", k)):  # what it is, first
         if stored.get(key) != wanted.get(key):
             raise UsageError(
                 f"{path} holds a run with {key}={json.dumps(stored.get(key))}, "

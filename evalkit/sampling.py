@@ -34,7 +34,10 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["SamplingConfig", "Sample", "sample_seed", "render_prompt", "sample_chunk", "stop_token_ids"]
+__all__ = [
+    "SamplingConfig", "Sample", "sample_seed", "render_prompt", "sample_chunk", "stop_token_ids",
+    "decode_completion",
+]
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,16 @@ def render_prompt(tokenizer, user_text: str) -> str:
         messages = [{"role": "user", "content": user_text}]
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return user_text
+
+
+def decode_completion(tokenizer, token_ids) -> str:
+    """A completion's text, decoded one way for evaluation, training reward and forgetting.
+
+    Special tokens stay in the text (the stop token is already cut), so the text re-tokenizes
+    to the generated tokens for teacher-forced checks; scorers read it through
+    `evalkit.tasks.answer_text`, which drops them.
+    """
+    return tokenizer.decode(list(token_ids), skip_special_tokens=False)
 
 
 def stop_token_ids(model, tokenizer) -> list[int]:

@@ -8,12 +8,14 @@ from evalkit.grading import Grader
 from evalkit.tasks import Grade, Problem, load_task
 from evalkit.tasks.mathgrade import score
 
-HANG = r"$9^{9^{9^{9}}}$"  # math-verify spins on this for its whole 5 s alarm
+HANG = r"\boxed{7^{7^{7^{7}}}}"  # math-verify spins on this for its whole 5 s alarm
 
 
 def test_math_scorer_cases():
     p = Problem("p", "What is 13 + 14?", "27")
     assert score("13 + 14 = 27", p).outcome == "correct"
+    assert score("The final answer is 13 + 14 = 40.", p).outcome == "incorrect"
+    assert score("The answer is 13 + 14.", p) == Grade("no_answer", "13 + 14", "answer phrase: restates the question")
     assert score("The answer is \\boxed{27}.", p).outcome == "correct"
     assert score("I think 28", p).outcome == "incorrect"
     assert score("no idea", p) == Grade("no_answer")

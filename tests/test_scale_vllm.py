@@ -66,12 +66,20 @@ def test_requests_are_one_per_sample_with_hashed_seeds_that_never_overlap():
                      "max_tokens": 33, "logprobs": 20, "stop_token_ids": [2, 7], "skip_special_tokens": False}
 
 
+class _LetterTokenizer:
+    """Token id 11 is "a", 12 is "b", ...: enough to see which ids were decoded."""
+
+    def decode(self, ids, skip_special_tokens):
+        assert skip_special_tokens is False  # evalkit.sampling.decode_completion
+        return "".join(chr(ord("a") + i - 11) for i in ids)
+
+
 def test_parse_stop_counts_the_stop_token_and_drops_it():
     rng = np.random.default_rng(0)
     logits = [rng.normal(size=50) for _ in range(3)]
     lps = [_top(lg, 5, s) for lg, s in zip(logits, [11, 12, 2], strict=True)]
     out = CompletionOutput(0, "ab", [11, 12, 2], -3.0, lps, "stop", None)
-    text, s = vb.parse_completion(out, 1, 3, 99, [2])
+    text, s = vb.parse_completion(out, 1, 3, 99, [2], _LetterTokenizer())
     assert text == "ab" and s.token_ids == (11, 12) and s.num_tokens == 3 and s.finish_reason == "stop"
     assert (s.problem_index, s.sample_index, s.seed) == (1, 3, 99)
     by_hand = np.mean([-sum(math.exp(v.logprob) * v.logprob for v in top.values()) for top in lps])
@@ -80,11 +88,12 @@ def test_parse_stop_counts_the_stop_token_and_drops_it():
 
 def test_parse_length_keeps_every_token_and_missing_logprobs_give_none():
     out = CompletionOutput(0, "abc", [11, 12, 2], None, None, "length", None)
-    _, s = vb.parse_completion(out, 0, 0, 1, [2])
+    _, s = vb.parse_completion(out, 0, 0, 1, [2], _LetterTokenizer())
     assert s.token_ids == (11, 12, 2) and s.num_tokens == 3 and s.finish_reason == "length"
     assert s.mean_entropy is None
     # stopped on a stop string, not a stop token: nothing to cut
-    _, s = vb.parse_completion(CompletionOutput(0, "ab", [11, 12], None, None, "stop", "##"), 0, 0, 1, [2])
+    _, s = vb.parse_completion(CompletionOutput(0, "ab", [11, 12], None, None, "stop", "##"), 0, 0, 1, [2],
+                               _LetterTokenizer())
     assert s.token_ids == (11, 12) and s.num_tokens == 2
 
 

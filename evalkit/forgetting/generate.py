@@ -56,7 +56,13 @@ def greedy_completions(
     on_done: Callable[[int], None] | None = None,
 ) -> list[str]:
     """Decoded greedy completions, one per prompt, in order."""
-    from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk, stop_token_ids
+    from evalkit.sampling import (
+        SamplingConfig,
+        decode_completion,
+        render_prompt,
+        sample_chunk,
+        stop_token_ids,
+    )
 
     cfg = SamplingConfig(n=1, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=seed,
                          record_entropy=False)
@@ -66,7 +72,7 @@ def greedy_completions(
         part = [render_prompt(tokenizer, p) for p in prompts[start : start + batch_size]]
         samples = sample_chunk(model, tokenizer, part, list(ids[start : start + batch_size]), cfg, stop_ids=stop)
         samples = sorted(samples, key=lambda s: s.problem_index)
-        texts.extend(tokenizer.decode(s.token_ids, skip_special_tokens=True) for s in samples)
+        texts.extend(decode_completion(tokenizer, s.token_ids) for s in samples)
         if on_done is not None:
             on_done(len(part))
     return texts

@@ -29,6 +29,8 @@ INSTRUCTION = (
     "in one ```python code block.\n\n"
 )
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+# Bump whenever a change can change an outcome (2: special tokens handled by answer_text).
+GRADER = "humaneval-2"
 STATUS_TO_OUTCOME = {"passed": "correct", "failed": "incorrect", "timeout": "timeout", "error": "error"}
 
 
@@ -42,7 +44,7 @@ class HumanEvalItems:
         return [p["task_id"] for p in self.problems]
 
     def identity(self) -> dict:
-        return {"name": "humaneval", "source": self.source, "items": len(self.problems)}
+        return {"name": "humaneval", "source": self.source, "items": len(self.problems), "grader": GRADER}
 
 
 def load(*, limit: int = 0) -> HumanEvalItems:
@@ -62,9 +64,13 @@ def build_prompt(problem: dict) -> str:
 
 
 def extract_code(completion: str) -> str:
-    """The first fenced code block, else the completion itself."""
-    match = _FENCE.search(completion)
-    return match.group(1) if match else completion
+    """The first fenced code block, else the completion itself (read through
+    `evalkit.tasks.answer_text`, as every scorer reads a completion)."""
+    from evalkit.tasks import answer_text
+
+    text = answer_text(completion)
+    match = _FENCE.search(text)
+    return match.group(1) if match else text
 
 
 def program(problem: dict, completion: str) -> str:

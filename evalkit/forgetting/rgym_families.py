@@ -32,7 +32,10 @@ class RgymItems:
         return [p.id for p in self.problems]
 
     def identity(self) -> dict:
-        return {**self.task.spec.identity(), "items": len(self.problems)}
+        from evalkit.tasks import grader_version
+
+        return {**self.task.spec.identity(), "items": len(self.problems),
+                "grader": grader_version(self.task.spec.kind)}
 
 
 def load(name: str, *, limit: int, seed: int) -> RgymItems:

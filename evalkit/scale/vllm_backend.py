@@ -89,14 +89,18 @@ def topk_entropy(position_logprobs) -> float | None:
     return sum(per_token) / len(per_token)
 
 
-def parse_completion(completion, problem_index: int, sample_index: int, seed: int, stop_ids) -> tuple[str, Sample]:
-    """(text, Sample) from one CompletionOutput; the stop token is counted but not kept."""
+def parse_completion(completion, problem_index: int, sample_index: int, seed: int, stop_ids, tokenizer) -> tuple[str, Sample]:
+    """(text, Sample) from one CompletionOutput; the stop token is counted but not kept. The text
+    is decoded from the kept token ids as on the HF backend (`decode_completion`), not vLLM's own
+    detokenization (which puts spaces between special tokens)."""
+    from evalkit.sampling import decode_completion
+
     ids = tuple(completion.token_ids)
     stopped = completion.finish_reason == "stop"
     kept = ids[:-1] if stopped and ids and ids[-1] in stop_ids else ids
     finish = "stop" if stopped else "length"
     sample = Sample(problem_index, sample_index, kept, len(ids), finish, topk_entropy(completion.logprobs), seed)
-    return completion.text, sample
+    return decode_completion(tokenizer, kept), sample
 
 
 def sampling_settings(cfg: SamplingConfig, logprobs: int) -> dict:
@@ -143,7 +147,7 @@ class VllmChunks:
             drawn = {}
             for r, (request, out) in enumerate(zip(requests, outputs, strict=True)):
                 i, j = divmod(r, self.cfg.n)
-                drawn[(part[i].id, j)] = parse_completion(out.outputs[0], i, j, request["seed"], self.stop)
+                drawn[(part[i].id, j)] = parse_completion(out.outputs[0], i, j, request["seed"], self.stop, self.tokenizer)
             yield index, drawn
 
     def close(self) -> None:

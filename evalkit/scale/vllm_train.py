@@ -167,7 +167,7 @@ class VllmPolicySampler:
         samples = []
         for r, (request, out) in enumerate(zip(requests, outputs, strict=True)):
             i, j = divmod(r, cfg.n)
-            samples.append(parse_completion(out.outputs[0], i, j, request["seed"], stop)[1])
+            samples.append(parse_completion(out.outputs[0], i, j, request["seed"], stop, self.tokenizer)[1])
         return samples
 
     def push(self, model) -> None:

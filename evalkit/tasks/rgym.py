@@ -15,8 +15,10 @@ import functools
 import json
 
 from evalkit.errors import UsageError
-from evalkit.tasks import Grade, Problem, Task, TaskSpec
+from evalkit.tasks import Grade, Problem, Task, TaskSpec, answer_text
 
+# Bump whenever a change can change a grade (2: special tokens handled by answer_text).
+VERSION = "reasoning_gym-2"
 INSTRUCTION = "\n\nGive only your final answer inside <answer></answer> tags."
 
 
@@ -53,7 +55,7 @@ def scorer(spec: TaskSpec):
     def score(completion: str, problem: Problem) -> Grade:
         from reasoning_gym.utils import extract_answer
 
-        answer = extract_answer(completion)
+        answer = extract_answer(answer_text(completion))
         if answer is None:
             return Grade("no_answer")
         value = float(data.score_answer(answer, problem.entry))

@@ -139,12 +139,9 @@ class MetricsLog:
         os.replace(tmp, self.path)
 
     def append(self, record: dict) -> None:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (json.dumps(record) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        from evalkit.runstore import append_jsonl
+
+        append_jsonl(self.path, [record])
 
 
 def load_training_task(name: str, size: int, seed: int, config: str):
@@ -210,7 +207,8 @@ def train_progress(label: str):
     try:
         yield update
     finally:
-        bar.stop()
+        if state:  # a bar never started prints nothing (an error stays one line)
+            bar.stop()
 
 
 IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", "iterations", "steps", "save_every"}
@@ -237,12 +235,14 @@ def open_run(out: Path, kind: str, opts, task):
 
     from evalkit.models import resolve_model, weights_hash
     from evalkit.runstore import RunDir
+    from evalkit.tasks import grader_version
 
     ref = resolve_model(opts.model)
     settings = {
         "kind": kind,
         "model": {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": opts.dtype},
         "task": task.spec.identity(),
+        "grader": grader_version(task.spec.kind),  # the reward: a run resumed under another grader is refused
         "options": {k: v for k, v in identity_options(opts).items() if k not in IDENTITY_EXCLUDED},
     }
     run = RunDir.open(out, settings)
@@ -285,8 +285,10 @@ def start_run(out: Path, kind: str, opts) -> Start:
 
 
 def decode_and_grade(tokenizer, grader, samples, problems) -> tuple[list[str], list[float]]:
-    """Completion texts (as `evalkit passk` decodes them) and their 0/1 rewards."""
-    texts = [tokenizer.decode(s.token_ids, skip_special_tokens=True) for s in samples]
+    """Completion texts (decoded as `evalkit passk` does) and their 0/1 rewards."""
+    from evalkit.sampling import decode_completion
+
+    texts = [decode_completion(tokenizer, s.token_ids) for s in samples]
     jobs = [(text, problems[s.problem_index]) for text, s in zip(texts, samples, strict=True)]
     return texts, rewards_of(grader.grade(jobs))
 

@@ -1,0 +1,206 @@
+"""`evalkit regrade`: grade a passk run's stored completions again with the current grader.
+
+    evalkit regrade runs/base                 # in place; old grades kept as samples.graded-by-<v>.jsonl
+    evalkit regrade runs/base --out runs/base-regraded
+
+Nothing is sampled: each stored completion goes through the current scorer in
+the same killable grader workers as `evalkit passk` (same `--grade-timeout`).
+New grades are appended to `.regrade.jsonl` in the destination as each batch
+finishes (fsynced), so an interrupted regrade resumes where it stopped. When
+every sample is graded the new file replaces `samples.jsonl` in one rename
+(in place, the old file is first kept as `samples.graded-by-<version>.jsonl`),
+then run.json records the new grader and summary.json is recomputed with the
+run's own k, confidence and bootstrap settings; it holds a `regraded` record
+(old and new grader, changed outcomes, the old pass@k).
+
+A torn last line (a crash in the middle of a write) is left out, as a resumed
+passk run would; any other unreadable line is refused by number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.runstore import SAMPLES, SETTINGS, SUMMARY, append_jsonl, write_json_atomic
+
+__all__ = ["run_regrade", "Regraded"]
+
+WORK, WORK_STATE = ".regrade.jsonl", ".regrade.json"
+BATCH = 64  # samples graded between appends
+
+
+@dataclass(frozen=True)
+class Regraded:
+    summary: dict  # the new summary.json
+    previous: dict  # the old grades' summary, recomputed the same way
+    changed: dict  # "old -> new" outcome -> count, changed outcomes only
+    torn_line: int | None  # a torn last line left out, by number
+
+
+def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, grade_timeout: float = 10.0,
+                progress: Callable | None = None) -> Regraded:
+    """Regrade `run` into `out` (default: in place); resumable. See the module docstring."""
+    from evalkit.grading import Grader
+    from evalkit.passk import summarize
+    from evalkit.runstore import RunDir
+    from evalkit.tasks import graded_by, grader_version, load_task_identity
+
+    run, dest = Path(run), Path(out or run)
+    settings = _read_settings(run)
+    records, torn = _read_records(run / SAMPLES)
+    task = load_task_identity(settings["task"])
+    problems = task.problems[: settings.get("problems") or len(task.problems)]
+    by_id = {p.id: p for p in problems}
+    if unknown := sorted({r["problem_id"] for r in records} - set(by_id))[:3]:
+        raise UsageError(f"{run}: samples of problems the task no longer has ({', '.join(unknown)})")
+    new_settings = {**settings, "grader": grader_version(task.spec.kind)}
+    if dest != run:
+        RunDir.open(dest, new_settings)  # a new folder, or one this regrade started
+    work = _open_work(dest, _digest(run / SAMPLES), new_settings["grader"])
+    done = {(r["problem_id"], r["sample_index"]): r for r in _read_records(dest / WORK)[0]}
+    todo = [r for r in records if (r["problem_id"], r["sample_index"]) not in done]
+    if progress:
+        progress(len(done), len(records))
+    with Grader(task.spec, workers=grader_workers, deadline=grade_timeout) as grader:
+        for start in range(0, len(todo), BATCH):
+            batch = todo[start : start + BATCH]
+            grades = grader.grade([(r["completion"], by_id[r["problem_id"]]) for r in batch])
+            fresh = [r | {"extracted": g.extracted, "outcome": g.outcome, "detail": g.detail}
+                     for r, g in zip(batch, grades, strict=True)]
+            append_jsonl(work, fresh)
+            done.update(((r["problem_id"], r["sample_index"]), r) for r in fresh)
+            if progress:
+                progress(len(done), len(records))
+    regraded = [done[(r["problem_id"], r["sample_index"])] for r in records]  # the run's order
+    old_grader, old_summary = graded_by(settings), _old_summary(run)
+    if dest == run:  # the old grades stay beside the new ones
+        keep = run / f"samples.graded-by-{_slug(old_grader)}.jsonl"
+        _keep(run / SAMPLES, keep)
+        records = _read_records(keep)[0]  # (samples.jsonl may already hold new grades after a crash)
+    opts = _options(old_summary, settings)
+    previous = summarize(records, opts, problems, settings)
+    changed = Counter(f"{a['outcome']} -> {b['outcome']}" for a, b in zip(records, regraded, strict=True)
+                      if a["outcome"] != b["outcome"])
+    _finish_work(dest, regraded)
+    summary = old_summary | summarize(regraded, opts, problems, new_settings)
+    summary["model"] = old_summary.get("model", {}) | summary["model"]  # keeps the weights' path
+    summary["regraded"] = {"from": old_grader, "to": new_settings["grader"], "source": str(run),
+                           "changed": sum(changed.values()), "transitions": dict(sorted(changed.items())),
+                           "previous_pass_at_k": previous["pass_at_k"], "previous_outcomes": previous["outcomes"]}
+    write_json_atomic(dest / SUMMARY, summary)
+    write_json_atomic(dest / SETTINGS, new_settings)  # last: until then a rerun regrades again
+    (dest / WORK_STATE).unlink(missing_ok=True)
+    return Regraded(summary, previous, dict(changed), torn)
+
+
+def _read_settings(run: Path) -> dict:
+    if not run.is_dir():
+        raise UsageError(f"{run}: no such run folder")
+    try:
+        settings = json.loads((run / SETTINGS).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{run}: not an evalkit passk run folder (no run.json)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{run / SETTINGS}: unreadable ({exc})") from None
+    if not isinstance(settings, dict) or settings.get("kind") != "passk" or "task" not in settings:
+        raise UsageError(f"{run}: not an evalkit passk run (run.json kind {settings.get('kind')!r}); "
+                         "only passk runs hold graded samples")
+    if not (run / SAMPLES).is_file():
+        raise UsageError(f"{run}: the run has no samples.jsonl yet")
+    return settings
+
+
+def _read_records(path: Path) -> tuple[list[dict], int | None]:
+    """Sample records of a samples file; (records, number of a torn last line or None)."""
+    if not path.exists():
+        return [], None
+    records, torn = [], None
+    with open(path, "rb") as fh:
+        lines = fh.read().split(b"\n")
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+            assert isinstance(record, dict) and {"problem_id", "sample_index", "completion"} <= set(record)
+        except (ValueError, AssertionError):
+            if number == len(lines):  # no newline after it: cut by a crash mid-write
+                torn = number
+                continue
+            raise UsageError(f"{path}:{number}: not a sample record (corrupt line); "
+                             "repair or remove it before regrading") from None
+        records.append(record)
+    return records, torn
+
+
+def _open_work(dest: Path, source_digest: str, grader: str) -> Path:
+    """The resumable work file; restarted when the source samples or the grader changed."""
+    state = {"source_sha256": source_digest, "grader": grader}
+    state_path = dest / WORK_STATE
+    try:
+        same = json.loads(state_path.read_text()) == state
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        (dest / WORK).unlink(missing_ok=True)
+        write_json_atomic(state_path, state)
+    return dest / WORK
+
+
+def _finish_work(dest: Path, records: list[dict]) -> None:
+    """The regraded samples replace samples.jsonl in one rename."""
+    tmp = dest / f".{SAMPLES}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, dest / SAMPLES)
+    (dest / WORK).unlink(missing_ok=True)
+
+
+def _keep(samples: Path, keep: Path) -> None:
+    """The old grades stay beside the new ones (a hard link: no copy, no window without them)."""
+    if keep.exists():
+        return
+    try:
+        os.link(samples, keep)
+    except OSError:  # a file system without hard links
+        import shutil
+
+        shutil.copy2(samples, keep)
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _slug(version: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.-]+", "_", version).strip("_")
+
+
+def _old_summary(run: Path) -> dict:
+    try:
+        return json.loads((run / SUMMARY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def _options(old_summary: dict, settings: dict):
+    """The run's own PasskOptions (k, confidence, bootstrap), from summary.json when it has them."""
+    from evalkit.passk import PasskOptions
+
+    stored = old_summary.get("options") or {}
+    known = {f.name for f in fields(PasskOptions)}
+    values = {k: v for k, v in stored.items() if k in known}
+    n = settings["sampling"]["n"]
+    values["ks"] = tuple(values.get("ks") or sorted({min(2**i, n) for i in range(n.bit_length())} | {n}))
+    values.setdefault("n", n)
+    return PasskOptions(**values)

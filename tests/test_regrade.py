@@ -1,0 +1,118 @@
+"""`evalkit regrade` on a run made by evalkit 0.1 (tests/data/run_v01: the old results/e2e, whose
+grader credited restated questions), resume after an interruption, bad input, and the stale-grade
+warning and refusal that point users to it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from evalkit.cli import app
+
+OLD_RUN = Path(__file__).parent / "data" / "run_v01"
+runner = CliRunner()
+
+
+@pytest.fixture
+def old_run(tmp_path):
+    return Path(shutil.copytree(OLD_RUN, tmp_path / "run"))
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_in_place_regrade_reports_changes_and_keeps_the_old_grades(old_run):
+    before = (old_run / "samples.jsonl").read_bytes()
+    result = runner.invoke(app, ["regrade", str(old_run)])
+    assert result.exit_code == 0, result.output
+    assert "math-1 -> math-2" in result.output and "changed outcomes: 4 of 24" in result.output
+    assert (old_run / "samples.graded-by-math-1.jsonl").read_bytes() == before
+    new = lines(old_run / "samples.jsonl")
+    old = lines(old_run / "samples.graded-by-math-1.jsonl")
+    assert [(r["problem_id"], r["sample_index"], r["completion"]) for r in new] == \
+        [(r["problem_id"], r["sample_index"], r["completion"]) for r in old]  # nothing resampled
+    restated = next(r for r in new if r["completion"].startswith("13 + 10 is not given"))
+    assert restated["outcome"] == "no_answer"  # evalkit 0.1 graded it correct
+    summary = json.loads((old_run / "summary.json").read_text())
+    assert summary["regraded"]["changed"] == 4 and summary["regraded"]["from"] == "math-1"
+    assert summary["outcomes"]["correct"] == sum(r["outcome"] == "correct" for r in new) == 3
+    assert summary["regraded"]["previous_outcomes"]["correct"] == 5
+    assert [row["k"] for row in summary["pass_at_k"]] == [1, 2, 4] and summary["pass_at_k"][0]["ci_low"] is not None
+    assert json.loads((old_run / "run.json").read_text())["grader"].startswith("math-2")
+    again = runner.invoke(app, ["regrade", str(old_run)])  # already up to date: nothing changes
+    assert again.exit_code == 0 and "changed outcomes: 0 of 24" in again.output
+
+
+def test_regrade_into_a_new_folder_leaves_the_source_alone(old_run, tmp_path):
+    before = {p.name: p.read_bytes() for p in old_run.iterdir()}
+    result = runner.invoke(app, ["regrade", str(old_run), "--out", str(tmp_path / "new")])
+    assert result.exit_code == 0, result.output
+    assert {p.name: p.read_bytes() for p in old_run.iterdir()} == before
+    assert sorted(p.name for p in (tmp_path / "new").iterdir()) == ["run.json", "samples.jsonl", "summary.json"]
+
+
+def test_interrupted_regrade_resumes_to_the_same_result(old_run, tmp_path, monkeypatch):
+    import evalkit.regrade as regrade
+
+    reference = regrade.run_regrade(Path(shutil.copytree(OLD_RUN, tmp_path / "ref")))
+    monkeypatch.setattr(regrade, "BATCH", 5)
+    calls = []
+
+    def stop_after_two_batches(done, total):
+        calls.append(done)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        regrade.run_regrade(old_run, progress=stop_after_two_batches)
+    assert len(lines(old_run / ".regrade.jsonl")) == 10  # two batches kept
+    assert lines(old_run / "samples.jsonl") == lines(OLD_RUN / "samples.jsonl")  # untouched so far
+    resumed = regrade.run_regrade(old_run, progress=lambda done, total: calls.append(done))
+    assert calls[3] == 10  # the resumed run started from the kept grades
+    assert lines(old_run / "samples.jsonl") == lines(tmp_path / "ref" / "samples.jsonl")
+    assert resumed.summary["pass_at_k"] == reference.summary["pass_at_k"]
+    assert not (old_run / ".regrade.jsonl").exists()
+
+
+def _error(result, *fragments):
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and result.output.count("\n") == 1
+    for fragment in fragments:
+        assert fragment in result.output
+
+
+def test_bad_input_is_one_line_and_exit_2(old_run, tmp_path):
+    _error(runner.invoke(app, ["regrade", str(tmp_path / "missing")]), "no such run folder")
+    (tmp_path / "empty").mkdir()
+    _error(runner.invoke(app, ["regrade", str(tmp_path / "empty")]), "not an evalkit passk run folder")
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "run.json").write_text(json.dumps({"kind": "grpo", "task": {}}))
+    _error(runner.invoke(app, ["regrade", str(tmp_path / "train")]), "not an evalkit passk run")
+    text = (old_run / "samples.jsonl").read_text().splitlines()
+    text[5] = text[5][:40]  # a corrupt line in the middle
+    (old_run / "samples.jsonl").write_text("\n".join(text) + "\n")
+    before = {p.name: p.read_bytes() for p in old_run.iterdir()}
+    _error(runner.invoke(app, ["regrade", str(old_run)]), "samples.jsonl:6")
+    assert {p.name: p.read_bytes() for p in old_run.iterdir()} == before
+
+
+def test_a_torn_last_line_is_left_out_and_said(old_run):
+    with open(old_run / "samples.jsonl", "a") as fh:
+        fh.write('{"problem_id": "arith-0-5", "sample_')
+    result = runner.invoke(app, ["regrade", str(old_run)])
+    assert result.exit_code == 0, result.output
+    assert "line 25" in result.output and len(lines(old_run / "samples.jsonl")) == 24
+
+
+def test_stale_grades_are_named_when_read_and_refused_on_resume(old_run, tiny_model):
+    result = runner.invoke(app, ["groups", str(old_run)])
+    assert result.exit_code == 0, result.output
+    assert "warning:" in result.output and "graded by math-1" in result.output and "math-2" in result.output
+    resume = runner.invoke(app, ["passk", str(tiny_model), "--task", "arith", "--n", "4", "--k", "1,2,4",
+                                 "--limit", "6", "--max-new-tokens", "24", "--out", str(old_run)])
+    assert resume.exit_code == 2 and "evalkit regrade" in resume.output and "math-1" in resume.output
