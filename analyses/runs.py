@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.errors import StaleGrades, UsageError
+from evalkit.runstore import upgrade
 from evalkit.tasks import stale_grades
 
 __all__ = ["Run", "load_run", "load_runs", "task_key", "step_hint", "reference_answers", "load_problems",
@@ -101,9 +102,9 @@ def load_run(path: str | Path) -> Run:
     if not path.is_dir():
         raise UsageError(f"{path}: no such run folder (make one with `evalkit passk ... --out {path}`)")
     if (path / "summary.json").is_file():
-        summary = _read_json(path / "summary.json")
+        summary = upgrade(_read_json(path / "summary.json"))
     elif (path / "run.json").is_file():
-        summary = {**_read_json(path / "run.json"), "complete": False}
+        summary = {**upgrade(_read_json(path / "run.json")), "complete": False}
     else:
         raise UsageError(f"{path}: not an evalkit run folder (no summary.json or run.json)")
     samples = _read_samples(path / "samples.jsonl")

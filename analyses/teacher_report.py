@@ -1,4 +1,5 @@
-"""Teacher-forced entropy of stored or external completions, as a Report.
+"""Teacher-forced entropy of stored or external completions, as a Report (the forward pass
+itself is evalkit.teacher.entropies_of_records; this module only reads and tabulates).
 
     evalkit entropy --model smollm2-135m --samples vllm_out.jsonl --out reports/ent_vllm
     evalkit entropy --model runs/base/../ckpt --samples runs/base   # recompute a run's entropy
@@ -43,43 +44,16 @@ def run_records(run) -> list[dict]:
     return records
 
 
-def _entropies(model, forced, batch_tokens: int) -> list:
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from evalkit.console import err_console
-    from evalkit.teacher import teacher_entropy
-
-    columns = (TextColumn("[bold]teacher forcing"), BarColumn(),
-               TextColumn("{task.completed}/{task.total} samples"), TimeElapsedColumn())
-    with Progress(*columns, console=err_console) as bar:
-        task = bar.add_task("forcing", total=len(forced))
-        return teacher_entropy(model, forced, max_batch_tokens=batch_tokens,
-                               on_batch=lambda k: bar.advance(task, k))
-
-
-def teacher_report(model_name: str, samples: Path, *, raw_prompt: bool = False, temperature: float = 1.0,
-                   dtype: str = "float32", device: str = "auto", batch_tokens: int = 4096) -> Report:
-    """Exact mean token entropy per sample; beside the recorded one for a run folder."""
-    from analyses.runs import load_run
-    from evalkit.models import load_model, resolve_model, weights_hash
-    from evalkit.passk import resolve_device
-    from evalkit.teacher import forced_from_records, read_samples_file
+def teacher_report(samples: Path, run, records: list[dict], values: list, num_tokens: list, model: dict, *,
+                   raw_prompt: bool = False) -> Report:
+    """The Report of teacher-forced entropies (evalkit.teacher.entropies_of_records), beside the
+    recorded ones when `run` (a passk run folder, else None) holds them."""
     from metrics.entropy import entropy_summary
 
-    if batch_tokens < 1:
-        raise UsageError(f"--batch-tokens {batch_tokens}: need at least 1")
-    run = load_run(samples) if Path(samples).is_dir() else None
-    records = run_records(run) if run is not None else read_samples_file(samples)
-    ref = resolve_model(model_name)
-    model, tokenizer = load_model(ref, dtype=dtype, device=resolve_device(device))
-    forced = forced_from_records(tokenizer, records, raw_prompt=raw_prompt and run is None,
-                                 temperature=temperature)
-    values = np.array([np.nan if h is None else h for h in _entropies(model, forced, batch_tokens)])
-    table = pd.DataFrame({"index": range(len(records)), "num_tokens": [f.num_tokens for f in forced],
-                          "mean_entropy": values})
+    values = np.array([np.nan if h is None else h for h in values])
+    table = pd.DataFrame({"index": range(len(records)), "num_tokens": num_tokens, "mean_entropy": values})
     correct = np.zeros(len(records), dtype=bool)
-    notes = {"model": {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": dtype, "path": ref.path},
-             "samples": str(samples), "raw_prompt": raw_prompt,
+    notes = {"model": model, "samples": str(samples), "raw_prompt": raw_prompt,
              "definition": "exact full-vocabulary entropy of softmax(logits/temperature), nats, mean over "
                            "generated tokens incl. the stop token when finish_reason == stop"}
     if run is not None:

@@ -64,9 +64,8 @@ def main() -> None:
     import ray
     import torch
 
-    from evalkit.passk import PasskOptions
-    from evalkit.scale.es_ray import run_es_ray
-    from evalkit.scale.ray_passk import run_passk_ray
+    from evalkit.passk import PasskOptions, run_passk
+    from evalkit.train import run_es
     from evalkit.train.es import ESOptions
 
     cores = os.cpu_count() or 1
@@ -88,8 +87,8 @@ def main() -> None:
     t["es plain"] = es["plain"]["one-iteration run"]
     t["ray cluster start"] = timed(lambda: ray.init(num_cpus=cores, include_dashboard=False, log_to_driver=False))
     for workers in (1, 2):
-        t[f"passk ray {workers}"] = timed(lambda w=workers: run_passk_ray(popts, tmp / f"p{w}", workers=w))
-        es[f"ray {workers}"] = es_timed(run_es_ray, eopts, tmp / f"e{workers}", workers=workers)
+        t[f"passk ray {workers}"] = timed(lambda w=workers: run_passk(dataclasses.replace(popts, ray_workers=w), tmp / f"p{w}"))
+        es[f"ray {workers}"] = es_timed(run_es, dataclasses.replace(eopts, ray_workers=workers), tmp / f"e{workers}")
         t[f"es ray {workers}"] = es[f"ray {workers}"]["one-iteration run"]
     ray.shutdown()
     shutil.rmtree(tmp, ignore_errors=True)

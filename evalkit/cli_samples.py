@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from evalkit import console as console_out
 from evalkit.errors import UsageError
 
 __all__ = ["entropy", "length", "groups"]
@@ -73,12 +74,12 @@ def entropy(
         if samples is None or model is None:
             raise UsageError("teacher-forced entropy needs both --model and --samples FILE")
         report = _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batch_tokens)
-        return _finish(report, out, _print_teacher)
+        return _finish(report, out, console_out.print_teacher)
     if not runs:
         raise UsageError("give one or more passk run folders, or --model M --samples FILE")
     step_list = _ints(steps, "--steps") if steps else None
     report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=fit)
-    _finish(report, out, _print_entropy)
+    _finish(report, out, console_out.print_entropy)
 
 
 def length(
@@ -102,7 +103,7 @@ def length(
     loaded = load_runs(paths, allow_mixed_tasks=allow_mixed_tasks)
     base_run = loaded.pop() if base else None
     report = length_report(loaded, base=base_run, count=_token_counter(model), quantiles=quantiles)
-    _finish(report, out, _print_length)
+    _finish(report, out, console_out.print_length)
 
 
 def groups(
@@ -122,7 +123,7 @@ def groups(
 
     report = groups_report(load_run(run), group_sizes=_ints(group_sizes, "--group-sizes"), target=target,
                            train_log=train_log, train_group_size=train_group_size)
-    _finish(report, out, _print_groups)
+    _finish(report, out, console_out.print_groups)
 
 
 def _token_counter(model: str | None):
@@ -141,96 +142,18 @@ def _token_counter(model: str | None):
 
 
 def _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batch_tokens):
-    from analyses.teacher_report import teacher_report
+    """Read the samples (a run folder or a JSONL), teacher-force them, tabulate."""
+    from analyses.runs import load_run
+    from analyses.teacher_report import run_records, teacher_report
+    from evalkit.console import counted_progress
+    from evalkit.teacher import entropies_of_records, read_samples_file
 
-    return teacher_report(model, samples, raw_prompt=raw_prompt, temperature=temperature,
-                          dtype=dtype, device=device, batch_tokens=batch_tokens)
-
-
-# Printing: nothing below computes.
-
-def _f(x, digits: int = 3) -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "-"
-    if isinstance(x, float) and x.is_integer() and abs(x) >= 10:
-        return str(int(x))
-    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
-
-
-def _table(title: str, frame, columns: dict[str, str]):
-    from rich.table import Table
-
-    table = Table(title=title)
-    for header in columns.values():
-        table.add_column(header, justify="right")
-    for row in frame.to_dict("records"):
-        table.add_row(*(_f(row.get(c)) for c in columns))
-    return table
-
-
-def _print_entropy(report) -> None:
-    from evalkit.console import console
-
-    frame = report.tables["runs"].assign(spread=lambda t: [
-        f"{_f(a, 2)}-{_f(b, 2)}" for a, b in zip(t["q10"], t["q90"], strict=True)])
-    cols = {"run": "run", "step": "step", "accuracy": "acc", "mean_per_sample": "H",
-            "mean_per_token": "H/token", "mean_correct": "H ok", "mean_incorrect": "H wrong",
-            "spread": "q10-q90", "n_missing": "missing"}
-    if any(r.get("task_key") for r in report.runs):
-        cols = {"task": "task", **cols}
-    console.print(_table("token entropy (nats)", frame, cols))
-    console.print(f"order: {report.notes['ordering']}")
-    fit = report.notes.get("fit")
-    if fit:
-        console.print(f"fit R = -a*exp(H) + b: a={fit['a']:.4g} b={fit['b']:.4g} R^2={_f(fit['r2'])} "
-                      f"ceiling at H=0: {fit['ceiling']:.3f} ({fit['n_points']} runs)")
-        if fit.get("warning"):
-            console.print(f"[yellow]{fit['warning']}[/yellow]")
-
-
-def _print_teacher(report) -> None:
-    from evalkit.console import console
-
-    summary = report.notes["summary"]
-    console.print(f"teacher-forced entropy, {report.notes['model']['name']}: "
-                  f"{summary['n_samples']} samples, mean per sample {_f(summary['mean_per_sample'], 4)} nats, "
-                  f"per token {_f(summary['mean_per_token'], 4)}")
-    if "max_abs_diff_vs_recorded" in report.notes:
-        console.print(f"max |teacher - recorded| = {report.notes['max_abs_diff_vs_recorded']:.2e} nats")
-
-
-def _print_length(report) -> None:
-    from evalkit.console import console
-
-    cols = {"run": "run", "accuracy": "acc", "mean_tokens": "tokens", "mean_tokens_correct": "ok",
-            "mean_tokens_incorrect": "wrong", "truncation_rate": "cut", "tokens_per_correct": "tok/ok",
-            "outcome_efficiency": "out.eff", "aes": "AES"}
-    if any(r.get("task_key") for r in report.runs):
-        cols = {"task": "task", **cols}
-    console.print(_table("response length (tokens)", report.tables["runs"], cols))
-    bins = {"run": "run", "bin": "bin", "min_tokens": "min", "max_tokens": "max", "n": "n", "accuracy": "acc"}
-    console.print(_table("accuracy by length quantile", report.tables["by_length"], bins))
-    unlocated = int(report.tables["runs"]["n_unlocated"].sum())
-    console.print(f"outcome efficiency unit: {report.notes['outcome_efficiency_unit']}; "
-                  f"correct answers not located in the text: {unlocated}")
-
-
-def _print_groups(report) -> None:
-    from evalkit.console import console
-
-    cols = {"group_size": "G", "frac_zero": "zero adv.", "frac_all_correct": "all correct",
-            "frac_all_wrong": "all wrong", "frac_informative": "informative", "n_problems": "problems",
-            "n_excluded": "excluded (n<G)"}
-    console.print(_table("zero-advantage groups (estimated)", report.tables["sizes"], cols))
-    console.print(_table("by difficulty (pass rate)", report.tables["buckets"], {"bucket": "bucket", **cols}))
-    notes, uniform = report.notes, report.notes["uniform_problems"]
-    smallest = notes["smallest_group_size"]
-    reached = smallest if smallest else f"not reached up to G = {notes['searched_up_to']}"
-    console.print(f"smallest G with >= {notes['target_informative']:.0%} informative groups: {reached}")
-    console.print(f"always all-correct: {len(uniform['all_correct'])}, always all-wrong: "
-                  f"{len(uniform['all_wrong'])} of {notes['n_problems']} problems (DAPO would filter them)")
-    if "train_log" in report.tables:
-        log_cols = {"step": "step", "observed_frac_zero": "observed", "predicted_frac_zero": "predicted",
-                    "difference": "obs - pred"}
-        title = f"training log vs prediction at G={notes['train_log']['group_size']}"
-        console.print(_table(title, report.tables["train_log"], log_cols))
+    run = load_run(samples) if Path(samples).is_dir() else None
+    records = run_records(run) if run is not None else read_samples_file(samples)
+    raw = raw_prompt and run is None
+    with counted_progress() as progress:
+        tick = progress("teacher forcing", len(records))
+        values, tokens, identity = entropies_of_records(model, records, raw_prompt=raw, temperature=temperature,
+                                                        dtype=dtype, device=device, batch_tokens=batch_tokens,
+                                                        on_batch=tick)
+    return teacher_report(samples, run, records, values, tokens, identity, raw_prompt=raw_prompt)

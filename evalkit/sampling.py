@@ -35,8 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "SamplingConfig", "Sample", "sample_seed", "render_prompt", "sample_chunk", "stop_token_ids",
-    "decode_completion",
+    "SamplingConfig", "Sample", "derive_seed", "sample_seed", "render_prompt", "sample_chunk",
+    "stop_token_ids", "eos_ids", "decode_completion",
 ]
 
 
@@ -75,10 +75,16 @@ class Sample:
     seed: int
 
 
-def sample_seed(seed: int, problem_id: str, sample_index: int) -> int:
-    """A 63-bit seed for one (run seed, problem, sample index), by hashing."""
-    key = f"{seed}\x1f{problem_id}\x1f{sample_index}".encode()
+def derive_seed(*parts) -> int:
+    """A 63-bit seed from any parts, e.g. `(run_seed, "es", step, member)`, by hashing: seeds of
+    different parts never overlap (unlike `seed + j` schemes)."""
+    key = "\x1f".join(map(str, parts)).encode()
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
+
+
+def sample_seed(seed: int, problem_id: str, sample_index: int) -> int:
+    """The seed of one (run seed, problem, sample index)."""
+    return derive_seed(seed, problem_id, sample_index)
 
 
 def render_prompt(tokenizer, user_text: str) -> str:
@@ -99,12 +105,17 @@ def decode_completion(tokenizer, token_ids) -> str:
     return tokenizer.decode(list(token_ids), skip_special_tokens=False)
 
 
-def stop_token_ids(model, tokenizer) -> list[int]:
-    ids = model.generation_config.eos_token_id
-    ids = [ids] if isinstance(ids, int) else list(ids or [])
+def eos_ids(generation_eos, tokenizer) -> list[int]:
+    """Stop ids: a generation config's `eos_token_id` (an int, a list or None) plus the
+    tokenizer's eos."""
+    ids = [generation_eos] if isinstance(generation_eos, int) else list(generation_eos or [])
     if tokenizer.eos_token_id is not None:
         ids.append(tokenizer.eos_token_id)
     return sorted(set(ids))
+
+
+def stop_token_ids(model, tokenizer) -> list[int]:
+    return eos_ids(model.generation_config.eos_token_id, tokenizer)
 
 
 def sample_chunk(
@@ -124,9 +135,7 @@ def sample_chunk(
     n, steps = cfg.n, cfg.max_new_tokens
     rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
     seeds = [sample_seed(cfg.seed, problem_ids[i], j) for i, j in rows]
-    uniforms = torch.stack(
-        [torch.rand(steps, generator=torch.Generator().manual_seed(s), dtype=torch.float64) for s in seeds]
-    ).to(device)
+    uniforms = _uniforms(seeds, steps, device)
 
     with torch.inference_mode():
         out, mask = _prefill(model, tokenizer, prompts, device)
@@ -159,16 +168,24 @@ def sample_chunk(
                 cache.batch_select_indices(keep.nonzero().squeeze(-1))
                 live, mask, positions, next_tok = live[keep], mask[keep], positions[keep], next_tok[keep]
             mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=-1)
-            out = model(
-                input_ids=next_tok[:, None],
-                attention_mask=mask,
-                position_ids=positions,
-                cache=cache,
-                use_cache=True,
-            )
+            out = model(input_ids=next_tok[:, None], attention_mask=mask, position_ids=positions, cache=cache,
+                        use_cache=True)
             positions = positions + 1
             logits = out.logits[:, -1]
 
+    return _samples(rows, tokens, finish, entropy_sum, seeds, cfg)
+
+
+def _uniforms(seeds: Sequence[int], steps: int, device):
+    """One row of `steps` float64 uniforms per sample, each from the sample's own generator."""
+    import torch
+
+    rows = [torch.rand(steps, generator=torch.Generator().manual_seed(s), dtype=torch.float64) for s in seeds]
+    return torch.stack(rows).to(device)
+
+
+def _samples(rows, tokens, finish, entropy_sum, seeds, cfg: SamplingConfig) -> list[Sample]:
+    """The Sample records: the stop token is counted in num_tokens but not kept in token_ids."""
     samples = []
     for r, (i, j) in enumerate(rows):
         ids = tokens[r]

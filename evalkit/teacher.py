@@ -3,7 +3,7 @@
     evalkit entropy --model smollm2-135m --samples completions.jsonl --out reports/ent
 
 For completions generated elsewhere (vLLM returns only the top-20 logprobs,
-whose entropy is a truncated lower bound; REFERENCES.md "Token entropy"),
+whose entropy is a truncated lower bound; docs/references.md "Token entropy"),
 this recomputes the entropy evalkit's sampler records, with the same
 definition (evalkit/sampling.py): per generated token, the exact
 full-vocabulary entropy `H_t = -sum_v p_t(v) log p_t(v)` of
@@ -26,14 +26,13 @@ them.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["ForcedSample", "teacher_entropy", "read_samples_file", "forced_from_records"]
+__all__ = ["ForcedSample", "teacher_entropy", "read_samples_file", "forced_from_records", "entropies_of_records"]
 
 
 @dataclass(frozen=True)
@@ -116,24 +115,18 @@ def teacher_entropy(
 def read_samples_file(path: Path) -> list[dict]:
     """Records of a JSONL of externally generated samples: prompt, completion,
     optional temperature and finish_reason; a clear UsageError otherwise."""
+    from evalkit.runstore import read_jsonl
+
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: no such file (expected JSONL with fields prompt and completion)")
     records = []
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{path}:{number}: not JSON ({exc.msg})") from exc
-            if not isinstance(record, dict) or not isinstance(record.get("prompt"), str) \
-                    or not isinstance(record.get("completion"), str):
-                raise UsageError(f"{path}:{number}: need string fields 'prompt' and 'completion'")
-            if record.get("finish_reason", "stop") not in ("stop", "length"):
-                raise UsageError(f"{path}:{number}: finish_reason must be 'stop' or 'length'")
-            records.append(record)
+    for number, record in read_jsonl(path):
+        if not isinstance(record.get("prompt"), str) or not isinstance(record.get("completion"), str):
+            raise UsageError(f"{path}:{number}: need string fields 'prompt' and 'completion'")
+        if record.get("finish_reason", "stop") not in ("stop", "length"):
+            raise UsageError(f"{path}:{number}: finish_reason must be 'stop' or 'length'")
+        records.append(record)
     if not records:
         raise UsageError(f"{path}: no samples in the file")
     return records
@@ -162,3 +155,20 @@ def forced_from_records(
         stopped = r.get("finish_reason", "stop") == "stop"
         out.append(ForcedSample(tuple(p_ids), tuple(c_ids), stopped, temp))
     return out
+
+
+def entropies_of_records(model_name: str, records: Sequence[dict], *, raw_prompt: bool = False,
+                         temperature: float = 1.0, dtype: str = "float32", device: str = "auto",
+                         batch_tokens: int = 4096, on_batch: Callable[[int], None] | None = None):
+    """Load `model_name` and teacher-force prompt/completion records: (mean entropy per record,
+    generated tokens per record, the model's identity {name, sha256, dtype, path})."""
+    from evalkit.models import load_model, resolve_device, resolve_model, weights_hash
+
+    if batch_tokens < 1:
+        raise UsageError(f"--batch-tokens {batch_tokens}: need at least 1")
+    ref = resolve_model(model_name)
+    model, tokenizer = load_model(ref, dtype=dtype, device=resolve_device(device))
+    forced = forced_from_records(tokenizer, records, raw_prompt=raw_prompt, temperature=temperature)
+    values = teacher_entropy(model, forced, max_batch_tokens=batch_tokens, on_batch=on_batch)
+    identity = {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": dtype, "path": ref.path}
+    return values, [f.num_tokens for f in forced], identity

@@ -2,7 +2,7 @@
 
 A group of G samples carries no GRPO signal when every reward is equal (with a
 binary reward: all correct or all wrong), because every advantage
-`(r_i - mean_g) / (std_g + eps)` is then 0 (REFERENCES.md, "Zero-advantage
+`(r_i - mean_g) / (std_g + eps)` is then 0 (docs/references.md, "Zero-advantage
 groups"; DeepSeekMath GRPO; DAPO dynamic sampling filters such groups).
 
 For one problem with n stored samples of which c are correct, the unbiased

@@ -1,4 +1,4 @@
-"""Chain-of-thought length efficiency (REFERENCES.md, "CoT length efficiency").
+"""Chain-of-thought length efficiency (docs/references.md, "CoT length efficiency").
 
 - Mean response tokens over all, correct and incorrect samples; truncation
   rate (finish_reason == "length"); tokens per correct answer

@@ -37,24 +37,21 @@ figures.
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
 __all__ = [
     "BF16_RTOL",
     "CONCENTRATION_QS",
-    "MODULE_KINDS",
     "bf16_to_f32",
     "lane_sum",
     "sum_squares",
     "delta",
+    "COUNTS",
     "new_stats",
     "note_span",
     "chunk_stats",
     "merge_stats",
-    "add_kernel_sums",
-    "kernel_overlap",
     "detach_stats",
     "finish_stats",
     "concentration",
@@ -62,14 +59,12 @@ __all__ = [
     "new_overlap",
     "overlap_chunk",
     "finish_overlap",
-    "module_kind",
-    "layer_index",
 ]
 
 BF16_RTOL = 2.0**-9  # half a bf16 ulp relative to |w|: smaller updates are absorbed in bf16
 CONCENTRATION_QS = (0.001, 0.01, 0.1)
 HIST_BINS = 1 << 15  # top 16 bits of float32 |delta|: the sign bit is 0
-_COUNTS = ("n", "changed_bits", "changed_atol", "changed_rel", "nonfinite_pairs",
+COUNTS = ("n", "changed_bits", "changed_atol", "changed_rel", "nonfinite_pairs",
            "nan_base", "inf_base", "nan_other", "inf_other")
 
 
@@ -124,7 +119,7 @@ def sum_squares(x: np.ndarray) -> float:
 
 def new_stats(hist: bool = True) -> dict:
     """An empty accumulator; `hist=False` skips the concentration histogram (per layer)."""
-    stats = dict.fromkeys(_COUNTS, 0)
+    stats = dict.fromkeys(COUNTS, 0)
     stats.update(sq_update=0.0, sq_weight=0.0, max_abs=0.0)
     if hist:
         stats.update(hist_count=np.zeros(HIST_BINS, np.int64), hist_sq=np.zeros(HIST_BINS),
@@ -226,33 +221,10 @@ def _nonfinite(acc: dict, a, b, d) -> float:
     return sum_squares(np.where(np.isfinite(a), a, 0))
 
 
-def add_kernel_sums(acc: dict, out_i, out_f) -> dict:
-    """Add a compiled kernel's chunk figures into `acc`: `out_i` = the counts in the order of
-    `new_stats` (n, changed_bits, changed_atol, changed_rel, nonfinite_pairs, nan_base, inf_base,
-    nan_other, inf_other) then the span [lo, hi) of histogram bins >= 1 used; `out_f` = sum of
-    squared deltas, sum of squared weights, max |delta|. The kernel adds the histogram itself."""
-    counts = out_i.tolist()
-    for key, value in zip(_COUNTS, counts[:9], strict=True):
-        acc[key] += value
-    note_span(acc, *counts[9:11])
-    acc["sq_update"] += float(out_f[0])
-    acc["sq_weight"] += float(out_f[1])
-    acc["max_abs"] = max(acc["max_abs"], float(out_f[2]))
-    return acc
-
-
-def kernel_overlap(out_i, out_f) -> dict:
-    """A compiled kernel's overlap figures as `overlap_chunk` returns them: `out_i` = n,
-    changed_a, changed_b, changed_both, nonzero_both, same_sign; `out_f` = dot, sq_a, sq_b."""
-    n, n_a, n_b, both, nz, same = out_i.tolist()
-    return dict(n=n, changed_a=n_a, changed_b=n_b, changed_both=both, dot=float(out_f[0]),
-                sq_a=float(out_f[1]), sq_b=float(out_f[2]), nonzero_both=nz, same_sign=same)
-
-
 def merge_stats(acc: dict, part: dict) -> dict:
     """Add `part` (an accumulator, or one from `detach_stats`) into `acc` in place (counts and
     sums add, max takes the max)."""
-    for key in (*_COUNTS, "sq_update", "sq_weight"):
+    for key in (*COUNTS, "sq_update", "sq_weight"):
         acc[key] += part[key]
     acc["max_abs"] = max(acc["max_abs"], part["max_abs"])
     if "hist_count" in acc:  # bin 0 and the part's span: the other bins hold zeros
@@ -268,7 +240,7 @@ def merge_stats(acc: dict, part: dict) -> dict:
 def detach_stats(acc: dict) -> dict:
     """A compact copy of `acc` (its histogram cut to bin 0 and the span [lo, hi)) for
     `merge_stats`, and `acc` emptied for reuse (only the used bins are cleared)."""
-    part = {key: acc[key] for key in (*_COUNTS, "sq_update", "sq_weight", "max_abs")}
+    part = {key: acc[key] for key in (*COUNTS, "sq_update", "sq_weight", "max_abs")}
     lo, hi = acc["hist_lo"], acc["hist_hi"]
     for key in ("hist_count", "hist_sq"):
         hist = acc[key]
@@ -276,7 +248,7 @@ def detach_stats(acc: dict) -> dict:
         hist[0] = 0
         hist[lo:hi] = 0
     part.update(hist_lo=lo, hist_hi=hi, detached=True)
-    acc.update(dict.fromkeys(_COUNTS, 0), sq_update=0.0, sq_weight=0.0, max_abs=0.0,
+    acc.update(dict.fromkeys(COUNTS, 0), sq_update=0.0, sq_weight=0.0, max_abs=0.0,
                hist_lo=HIST_BINS, hist_hi=0)
     return part
 
@@ -288,7 +260,7 @@ def finish_stats(s: dict) -> dict:
     rel_norm = ||d||_2 / ||w_base||_2; top_*_share from `concentration`.
     """
     n = s["n"]
-    out = {key: s[key] for key in _COUNTS}
+    out = {key: s[key] for key in COUNTS}
     for kind in ("bits", "atol", "rel"):
         out[f"changed_frac_{kind}"] = s[f"changed_{kind}"] / n if n else math.nan
     out["update_norm"] = math.sqrt(s["sq_update"])
@@ -383,26 +355,3 @@ def finish_overlap(s: dict) -> dict:
         "cosine": s["dot"] / norm if norm else math.nan,
         "sign_agreement": s["same_sign"] / s["nonzero_both"] if s["nonzero_both"] else math.nan,
     }
-
-
-MODULE_KINDS = {  # first match wins; checked against the tensor name
-    "lm_head": r"(^|\.)lm_head\.",
-    "embedding": r"embed_tokens|(^|\.)wte\.|word_embeddings|(^|\.)embed\.",
-    "q_proj": r"\.q_proj\.", "k_proj": r"\.k_proj\.", "v_proj": r"\.v_proj\.",
-    "o_proj": r"\.o_proj\.", "mlp_gate": r"\.gate_proj\.", "mlp_up": r"\.up_proj\.",
-    "mlp_down": r"\.down_proj\.", "norm": r"norm|(^|\.)ln_",
-}
-
-
-def module_kind(name: str) -> str:
-    """Module kind of a Hugging Face tensor name (Llama/Qwen/Mistral naming), else 'other'."""
-    for kind, pattern in MODULE_KINDS.items():
-        if re.search(pattern, name):
-            return kind
-    return "other"
-
-
-def layer_index(name: str) -> int | None:
-    """`i` of `model.layers.{i}.` (or any `layers.{i}.`/`h.{i}.`), None outside the blocks."""
-    match = re.search(r"(?:^|\.)(?:layers|h)\.(\d+)\.", name)
-    return int(match.group(1)) if match else None

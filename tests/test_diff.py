@@ -181,7 +181,7 @@ def test_sharded_and_unsharded_agree(pair, tmp_path):
         assert sorted(res.tensors, key=lambda r: r["tensor"]) == sorted(one.tensors, key=lambda r: r["tensor"])
     single = diff_checkpoints([str(base_dir / "model.safetensors"), str(other_dir / "model.safetensors")])
     assert single.summary["updates"] == one.summary["updates"]
-    serial = diff_checkpoints([str(base_dir), str(other_dir)], DiffOptions(workers=1))
+    serial = diff_checkpoints([str(base_dir), str(other_dir)], DiffOptions(threads=1))
     assert serial.summary == one.summary and serial.tensors == one.tensors  # threads: same bits
 
 

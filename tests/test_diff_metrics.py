@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from evalkit.safetensors_io import layer_index, module_kind
 from metrics import weights as W
 
 
@@ -165,4 +166,4 @@ def test_overlap_of_two_planted_updates():
     ("model.rotary_emb.inv_freq", "other", None),
 ])
 def test_module_kinds_and_layers(name, kind, layer):
-    assert (W.module_kind(name), W.layer_index(name)) == (kind, layer)
+    assert (module_kind(name), layer_index(name)) == (kind, layer)

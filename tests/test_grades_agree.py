@@ -54,7 +54,7 @@ def test_training_reward_equals_the_passk_outcome_of_the_same_tokens(tiny_model,
     see the same text for the same tokens, special tokens included."""
     from transformers import AutoTokenizer
 
-    import evalkit.passk as passk
+    import evalkit.chunks as chunks
     from evalkit.grading import Grader
     from evalkit.sampling import Sample
     from evalkit.tasks import load_task
@@ -69,7 +69,7 @@ def test_training_reward_equals_the_passk_outcome_of_the_same_tokens(tiny_model,
     samples = [Sample(0, j, tuple(tok(t, add_special_tokens=False)["input_ids"]), 9, "stop", None, j)
                for j, t in enumerate(texts)]
     monkeypatch.setattr("evalkit.sampling.sample_chunk", lambda *args, **kwargs: samples)
-    drawn = passk.draw_chunk(None, tok, [p], None, None)  # passk's own decoding of these tokens
+    drawn = chunks.draw_chunk(None, tok, [p], None, None)  # passk's own decoding of these tokens
     with Grader(task.spec, workers=1) as grader:
         _, rewards = decode_and_grade(tok, grader, samples, [p])
         outcomes = [g.outcome for g in grader.grade([(drawn[(p.id, j)][0], p) for j in range(len(texts))])]

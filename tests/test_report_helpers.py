@@ -104,7 +104,7 @@ def forgetting(base: Path, model: Path, task: Path, out: Path) -> Path:
     mc.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run_forgetting(ForgettingOptions(base=str(base), model=str(model), suite="digits_mc",
                                      mc_files=(("digits_mc", str(mc)),), train_task=str(task), limit=0,
-                                     kl_prompts=3, kl_max_new_tokens=4, device="cpu", workers=1), out)
+                                     kl_prompts=3, kl_max_new_tokens=4, device="cpu", grader_workers=1), out)
     return out
 
 

@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install '
 
 from evalkit.errors import UsageError  # noqa: E402
 from evalkit.passk import PasskOptions, run_passk  # noqa: E402
-from evalkit.scale.ray_passk import RayChunks, run_passk_ray  # noqa: E402
+from evalkit.scale.ray_passk import RayChunks  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def reference(tiny_model, tmp_path_factory):
 def test_two_workers_give_the_one_process_samples(cluster, tiny_model, tmp_path, reference):
     summary, keyed = reference
     out = tmp_path / "ray"
-    ray_summary = run_passk_ray(_opts(tiny_model), out, workers=2)
+    ray_summary = run_passk(replace(_opts(tiny_model), ray_workers=2), out)
     got, count = _keyed(out)
     assert count == 48
     assert got == keyed  # text, entropy, seed, outcome: bit for bit
@@ -102,7 +102,7 @@ def test_other_thread_count_is_refused_on_resume(tiny_model, tmp_path):
 def test_missing_ray_is_a_usage_error(monkeypatch, tiny_model, tmp_path):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     with pytest.raises(UsageError, match=r"evalkit\[ray\]"):
-        run_passk_ray(_opts(tiny_model, threads=0), tmp_path / "x", workers=2)
+        run_passk(_opts(tiny_model, threads=0, ray_workers=2), tmp_path / "x")
 
 
 # ---- ES population on Ray -------------------------------------------------------------
@@ -201,7 +201,7 @@ def _ray_worker_pids(name):
 def test_es_two_workers_give_the_one_process_weights(cluster, digit_task, tmp_path, es_reference):
     import torch
 
-    from evalkit.scale.es_ray import run_es_ray
+    from evalkit.train import run_es
 
     plain_out, plain_weights = es_reference
     out = tmp_path / "es"
@@ -214,7 +214,7 @@ def test_es_two_workers_give_the_one_process_weights(cluster, digit_task, tmp_pa
             killed.append(pids[0])
             os.kill(pids[0], signal.SIGKILL)
 
-    summary = run_es_ray(_es_opts(digit_task), out, workers=2, progress=kill_a_worker_after_step_one)
+    summary = run_es(replace(_es_opts(digit_task), ray_workers=2), out, progress=kill_a_worker_after_step_one)
     assert killed and summary["complete"] and summary["ray_replacements"] == 1
     assert _lines(out) == _lines(plain_out)  # rewards, spreads, lengths, entropies
     weights = _weights(Path(summary["final_checkpoint"]))
@@ -224,7 +224,7 @@ def test_es_two_workers_give_the_one_process_weights(cluster, digit_task, tmp_pa
 
 
 def test_replica_mismatch_stops_with_a_clear_error():
-    from evalkit.scale.es_ray import RayPopulation, ReplicaMismatch
+    from evalkit.train.es_ray import RayPopulation, ReplicaMismatch
 
     pop = RayPopulation.__new__(RayPopulation)
     pop.check([[1, 2, 3], [1, 2, 3]], step=4)

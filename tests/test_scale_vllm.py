@@ -9,14 +9,15 @@ import importlib.util
 import json
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from evalkit.errors import UsageError
-from evalkit.passk import PasskOptions
+from evalkit.passk import PasskOptions, run_passk
 from evalkit.sampling import SamplingConfig, sample_seed
 from evalkit.scale import vllm_backend as vb
 
@@ -142,7 +143,8 @@ def test_passk_with_a_vllm_shaped_engine_labels_entropy_as_a_bound(tiny_model, t
     opts = PasskOptions(model=str(tiny_model), task="arith", n=3, ks=(1, 3), limit=4, max_new_tokens=5,
                         batch_size=6, grader_workers=1, device="cuda")
     FakeLLM.calls.clear()
-    summary = vb.run_passk_vllm(opts, tmp_path / "run", logprobs=2, vllm=fake)
+    summary = run_passk(replace(opts, backend="vllm", logprobs=2), tmp_path / "run",
+                        executor=partial(vb.VllmChunks, vllm=fake))
     records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert len(records) == 12 and len(FakeLLM.calls) == 2  # chunks of 6 // 3 = 2 problems
     for r in records:
@@ -169,7 +171,7 @@ def test_vllm_on_cpu_is_refused(tiny_model, tmp_path):
     fake = SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams)
     opts = PasskOptions(model=str(tiny_model), limit=1, n=1, ks=(1,), device="cpu")
     with pytest.raises(UsageError, match="--device cuda"):
-        vb.run_passk_vllm(opts, tmp_path / "run", vllm=fake)
+        run_passk(replace(opts, backend="vllm"), tmp_path / "run", executor=partial(vb.VllmChunks, vllm=fake))
     assert not (tmp_path / "run").exists()
 
 
@@ -192,7 +194,7 @@ def _has_gpu() -> bool:
 def test_real_engine_passk_run(tiny_model, tmp_path):
     opts = PasskOptions(model=str(tiny_model), task="arith", n=4, ks=(1, 4), limit=4, max_new_tokens=8,
                         batch_size=8, grader_workers=1, device="cuda")
-    summary = vb.run_passk_vllm(opts, tmp_path / "run", logprobs=5)
+    summary = run_passk(replace(opts, backend="vllm", logprobs=5), tmp_path / "run")
     records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
     assert summary["complete"] and len(records) == 16
     assert all(r["entropy_kind"] == "topk_lower_bound" and 1 <= r["num_tokens"] <= 8 for r in records)

@@ -34,7 +34,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 from evalkit.cli_train import train_app  # noqa: E402
 from evalkit.errors import UsageError  # noqa: E402
-from evalkit.scale import vllm_train  # noqa: E402
+from evalkit.train import vllm as vllm_train  # noqa: E402
 from evalkit.train.grpo import GRPOOptions, run_grpo  # noqa: E402
 
 # per-token entropy bound the fake reports: -(p1 log p1 + p2 log p2), p = e^-0.5, e^-1.5
@@ -135,7 +135,7 @@ def test_grpo_samples_with_the_engine_and_pushes_every_update(tiny_model, tmp_pa
     (llm,) = fake_vllm.instances
     assert llm.kwargs["model"] == str(tiny_model) and llm.kwargs["dtype"] == "float32"
     assert llm.kwargs["distributed_executor_backend"] == "external_launcher"
-    assert llm.kwargs["worker_extension_cls"] == "evalkit.scale.vllm_train.WeightSyncExtension"
+    assert llm.kwargs["worker_extension_cls"] == "evalkit.train.vllm.WeightSyncExtension"
     # sample, push, drop the stale prefix cache; twice
     assert llm.events == ["generate", "evalkit_load_weights", "reset_prefix_cache"] * 2
 
@@ -236,7 +236,7 @@ def test_missing_vllm_is_refused_before_the_run_folder(tiny_model, tmp_path, mon
     (["grpo", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
     (["grpo", "--backend", "tgi"], "choose hf or vllm"),
     (["es", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
-    (["es", "--backend", "vllm", "--workers", "2"], "drop --workers"),
+    (["es", "--backend", "vllm", "--ray-workers", "2"], "drop --ray-workers"),
     (["es", "--backend", "tgi"], "choose hf or vllm"),
     (["es-grpo", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
 ])

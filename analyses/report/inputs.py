@@ -21,6 +21,7 @@ from pathlib import Path
 
 from analyses.runs import Run, load_run
 from evalkit.errors import UsageError
+from evalkit.runstore import upgrade
 
 __all__ = ["Found", "Output", "Trainer", "discover", "CONTRACT_FILES", "MAX_DEPTH"]
 
@@ -77,7 +78,7 @@ def _read(path: Path) -> dict:
         raise UsageError(f"unreadable JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise UsageError("not a JSON object")
-    return data
+    return upgrade(data)
 
 
 def _jsonl(path: Path) -> tuple[dict, ...]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses.report import figures as F
+import analyses.report.figures as F
 from analyses.report.document import Figure, Section, Table
 from analyses.report.inputs import Output
 

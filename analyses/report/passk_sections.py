@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from analyses.report import figures as F
+import analyses.report.figures as F
 from analyses.report.document import Figure, Section, Table
 from analyses.runs import Run, task_key
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analyses.report import figures as F
+import analyses.report.figures as F
 from analyses.report.document import Figure, Section, Table
 from analyses.report.inputs import Output, Trainer
 from analyses.report.passk_sections import by_task, curve_ks

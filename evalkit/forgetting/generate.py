@@ -13,18 +13,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from evalkit.options import GradingOptions
+
 __all__ = ["ItemOutcome", "EvalSettings", "greedy_completions"]
 
 
 @dataclass(frozen=True)
-class EvalSettings:
-    """How every benchmark is run; the same for base and model."""
+class EvalSettings(GradingOptions):
+    """How every benchmark is run; the same for base and model. grader_workers: grader /
+    sandbox processes; grade_timeout: seconds per graded item or program (wall clock)."""
 
     max_new_tokens: int = 0  # 0 = each benchmark's own default
     batch_size: int = 8
     seed: int = 0
-    workers: int = 2  # grader / sandbox processes
-    timeout: float = 10.0  # seconds per graded item (wall clock)
     mc_norm: str = "sum"  # multiple choice: sum, token or byte
 
     def tokens(self, default: int) -> int:

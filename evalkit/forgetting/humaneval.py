@@ -100,5 +100,5 @@ def evaluate(items: HumanEvalItems, model, tokenizer, settings: EvalSettings, on
         max_new_tokens=settings.tokens(MAX_NEW_TOKENS), batch_size=settings.batch_size,
         seed=settings.seed, on_done=on_done,
     )
-    limits = Limits(timeout=settings.timeout, cpu_seconds=max(1, int(settings.timeout)))
-    return score(items.problems, texts, limits=limits, workers=settings.workers)
+    limits = Limits(timeout=settings.grade_timeout, cpu_seconds=max(1, int(settings.grade_timeout)))
+    return score(items.problems, texts, limits=limits, workers=settings.grader_workers)

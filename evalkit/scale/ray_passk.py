@@ -1,12 +1,13 @@
 """Ray workers for `evalkit passk`: one model replica per actor, the run's chunks as work.
 
-    evalkit passk smollm2-135m --n 16 --limit 200 --workers 2 --out runs/base
-    evalkit passk smollm2-135m --n 16 --limit 200 --ray-address auto --workers 8 --out runs/base
+    evalkit passk smollm2-135m --n 16 --limit 200 --ray-workers 2 --out runs/base
+    evalkit passk smollm2-135m --n 16 --limit 200 --ray-address auto --ray-workers 8 --out runs/base
 
-The unit of work is the run's fixed chunk (`max(1, batch_size // n)`
-problems in task order, evalkit.passk.chunk_problems); each actor loads the
-model once and samples whole chunks with the same code as the one-process
-run (evalkit.passk.draw_chunk), with `threads` intra-op threads. The driver
+`evalkit.passk.run_passk` picks this executor when the options ask for Ray. The unit of
+work is the run's fixed chunk (`max(1, batch_size // n)` problems in task order,
+evalkit.chunks.chunk_problems); each actor loads the model once and samples whole chunks with
+the same code as the one-process run (evalkit.chunks.draw_chunk), with `threads` intra-op
+threads. The driver
 grades each chunk as it comes back and appends the samples it does not
 already have to the run folder, so a resume (with or without Ray) works as
 on one process, and with the same `cpu_threads` the samples are bitwise
@@ -27,16 +28,13 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import replace
-from functools import partial
-from pathlib import Path
+from collections.abc import Iterator
 
-from evalkit.errors import UsageError
-from evalkit.passk import PasskOptions, draw_chunk, run_passk, sampling_config
+from evalkit.chunks import draw_chunk, sampling_config
+from evalkit.options import PasskOptions
 from evalkit.scale import ray_get, start_ray
 
-__all__ = ["run_passk_ray", "RayChunks", "PasskWorker", "default_threads"]
+__all__ = ["RayChunks", "PasskWorker", "default_threads"]
 
 IN_FLIGHT = 2  # chunks queued per actor, so it samples the next one while the driver grades
 
@@ -44,15 +42,6 @@ IN_FLIGHT = 2  # chunks queued per actor, so it samples the next one while the d
 def default_threads(workers: int, address: str | None) -> int:
     """Intra-op threads per actor: the local cores shared out, or 1 on a joined cluster."""
     return 1 if address else max(1, (os.cpu_count() or 1) // workers)
-
-
-def run_passk_ray(opts: PasskOptions, out: Path, *, workers: int, address: str | None = None,
-                  progress: Callable | None = None) -> dict:
-    """`run_passk` with chunks sampled by `workers` Ray actors; same run folder contract."""
-    if workers < 1:
-        raise UsageError(f"--workers {workers}: need at least 1 Ray worker")
-    opts = replace(opts, threads=opts.threads or default_threads(workers, address))
-    return run_passk(opts, out, progress=progress, executor=partial(RayChunks, workers=workers, address=address))
 
 
 class PasskWorker:
@@ -80,7 +69,7 @@ class PasskWorker:
 
 
 class RayChunks:
-    """Chunk executor over Ray actors (see evalkit.passk.LocalChunks for the interface)."""
+    """Chunk executor over Ray actors (see evalkit.chunks.LocalChunks for the interface)."""
 
     def __init__(self, ref, opts: PasskOptions, device: str, *, workers: int, address: str | None = None):
         from transformers import AutoTokenizer

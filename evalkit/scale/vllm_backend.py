@@ -7,7 +7,7 @@ token ids (vLLM's TokensPrompt, tokenized with `add_special_tokens=False` as the
 HF backend does: a string prompt would get a BOS the HF path never sees), with its own seed
 `sample_seed(run seed, problem id, j)`: the hashed seeds the HF backend
 records, so seeds never overlap across problems (the `seed + j` pitfall of
-REFERENCES.md). vLLM's automatic prefix caching computes each shared prompt
+docs/references.md). vLLM's automatic prefix caching computes each shared prompt
 once. SamplingParams, as documented by vLLM: `n=1, seed, temperature` (0 =
 greedy), `top_p`, `top_k=-1` (off; recorded as 0 = off, as for HF),
 `max_tokens`, `logprobs=k`, `stop_token_ids`, `skip_special_tokens=False`.
@@ -23,13 +23,13 @@ Entropy: vLLM returns only the top-k log-probabilities (of the distribution
 vLLM reports: raw model logits by default in vLLM V1, i.e. before
 temperature), so the per-token `-sum_{v in top-k} p_v log p_v` is a truncated
 lower bound of the exact entropy (every omitted term is >= 0), not the exact
-value the HF backend records (REFERENCES.md, "Token entropy"). Each sample
+value the HF backend records (docs/references.md, "Token entropy"). Each sample
 says `entropy_kind: "topk_lower_bound"`, and run.json/summary.json say so in
 `sampling.entropy`; `evalkit entropy --model` recomputes it exactly.
 
 Limits: samples differ from the HF backend's (other kernels and random
-streams); vLLM handles multi-GPU itself (tensor parallel), so `--workers`
-is not combined with it. Never run here against a real engine (no GPU, and
+streams); vLLM handles multi-GPU itself (tensor parallel), so Ray workers
+are not combined with it (evalkit.options.check_backend). Never run here against a real engine (no GPU, and
 vLLM's CUDA wheels would replace the pinned torch): only request building
 and output parsing are tested, on objects of vLLM's documented shapes.
 """
@@ -37,15 +37,13 @@ and output parsing are tested, on objects of vLLM's documented shapes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from functools import partial
-from pathlib import Path
+from collections.abc import Iterator, Sequence
 
 from evalkit.errors import UsageError
-from evalkit.passk import PasskOptions, run_passk
+from evalkit.options import PasskOptions
 from evalkit.sampling import Sample, SamplingConfig, sample_seed
 
-__all__ = ["import_vllm", "build_requests", "parse_completion", "topk_entropy", "VllmChunks", "run_passk_vllm"]
+__all__ = ["import_vllm", "build_requests", "parse_completion", "topk_entropy", "VllmChunks"]
 
 ENTROPY_KIND = "topk_lower_bound"
 
@@ -115,21 +113,21 @@ def sampling_settings(cfg: SamplingConfig, logprobs: int) -> dict:
 
 
 class VllmChunks:
-    """Chunk executor over one vLLM engine (interface of evalkit.passk.LocalChunks)."""
+    """Chunk executor over one vLLM engine (interface of evalkit.chunks.LocalChunks); entropy
+    from the top-`opts.logprobs` log-probs, labelled a bound."""
 
-    def __init__(self, ref, opts: PasskOptions, device: str, *, logprobs: int = 20, vllm=None):
-        """`vllm`: the module (tests pass an object of the same shape); imported when None."""
-        from evalkit.passk import sampling_config
+    def __init__(self, ref, opts: PasskOptions, device: str, *, vllm=None):
+        """`vllm`: the module (tests pass an object of the same shape); imported when None.
+        The device is checked by `evalkit.options.check_backend` before this is built."""
+        from evalkit.chunks import sampling_config
 
         vllm = vllm or import_vllm()
-        if not device.startswith("cuda"):
-            raise UsageError(f"--backend vllm runs on a GPU; got --device {device} (use --device cuda)")
         self.vllm = vllm
         self.llm = vllm.LLM(model=ref.path, dtype=opts.dtype, seed=opts.seed)
         self.tokenizer = self.llm.get_tokenizer()
-        self.stop = _stop_ids(ref.path, self.tokenizer)
-        self.cfg, self.logprobs = sampling_config(opts), logprobs
-        self.sampling = sampling_settings(self.cfg, logprobs)
+        self.stop = stop_ids(ref.path, self.tokenizer)
+        self.cfg, self.logprobs = sampling_config(opts), opts.logprobs
+        self.sampling = sampling_settings(self.cfg, opts.logprobs)
         self.extra = {"entropy_kind": ENTROPY_KIND}
 
     def map(self, jobs) -> Iterator[tuple[int, dict]]:
@@ -154,23 +152,14 @@ class VllmChunks:
         pass
 
 
-def _stop_ids(path: str, tokenizer) -> list[int]:
-    """The generation config's eos ids plus the tokenizer's, as evalkit.sampling.stop_token_ids."""
+def stop_ids(path: str, tokenizer) -> list[int]:
+    """The checkpoint's generation-config eos ids plus the tokenizer's (no model loaded here)."""
     from transformers import GenerationConfig
 
+    from evalkit.sampling import eos_ids
+
     try:
-        ids = GenerationConfig.from_pretrained(path).eos_token_id
+        eos = GenerationConfig.from_pretrained(path).eos_token_id
     except OSError:
-        ids = None
-    ids = [ids] if isinstance(ids, int) else list(ids or [])
-    if tokenizer.eos_token_id is not None:
-        ids.append(tokenizer.eos_token_id)
-    return sorted(set(ids))
-
-
-def run_passk_vllm(opts: PasskOptions, out: Path, *, logprobs: int = 20, progress: Callable | None = None,
-                   vllm=None) -> dict:
-    """`run_passk` with samples from vLLM; same run folder contract, entropy labelled a bound."""
-    if logprobs < 1:
-        raise UsageError(f"--logprobs {logprobs}: need at least 1 for the entropy bound (vLLM default cap: 20)")
-    return run_passk(opts, out, progress=progress, executor=partial(VllmChunks, logprobs=logprobs, vllm=vllm))
+        eos = None
+    return eos_ids(eos, tokenizer)

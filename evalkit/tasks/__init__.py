@@ -12,67 +12,17 @@ which rebuild them from the picklable `TaskSpec`.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from evalkit.errors import UsageError
+from evalkit.runstore import graded_by
+from evalkit.tasks.base import OUTCOMES, Grade, Problem, Task, TaskSpec, answer_text
 
 __all__ = [
-    "Problem", "TaskSpec", "Task", "Grade", "TASKS", "load_task", "scorer_for", "task_names",
-    "answer_text", "grader_version", "graded_by", "stale_grades", "load_task_identity",
+    "OUTCOMES", "Problem", "TaskSpec", "Task", "Grade", "TASKS", "load_task", "scorer_for", "task_names",
+    "answer_text", "grader_version", "graded_by", "stale_grades", "load_task_identity", "parse_task_config",
 ]
-
-OUTCOMES = ("correct", "incorrect", "no_answer", "timeout", "error")
-
-
-@dataclass(frozen=True)
-class Problem:
-    id: str
-    prompt: str  # the user message, before any chat template
-    answer: str  # the reference answer, as text
-    entry: dict | None = field(default=None, compare=False)  # the source record, for its scorer
-
-
-@dataclass(frozen=True)
-class Grade:
-    outcome: str  # one of OUTCOMES
-    extracted: str | None = None
-    detail: str | None = None  # why, for timeout / error / partial credit
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """Everything that identifies a task and rebuilds its scorer."""
-
-    name: str  # "arith", a reasoning-gym dataset name, or "file"
-    kind: str  # "math" (math-verify) or "reasoning_gym"
-    size: int | None = None
-    seed: int | None = None
-    config: str = "{}"  # JSON of the generator's config
-    source: str | None = None  # file path for file tasks
-    source_sha256: str | None = None
-    prompt_version: int | None = None  # set when a task's prompt wording changes (arith: 2)
-
-    def identity(self) -> dict:
-        extra = {} if self.prompt_version is None else {"prompt_version": self.prompt_version}
-        return {
-            "name": self.name,
-            "kind": self.kind,
-            "size": self.size,
-            "seed": self.seed,
-            "config": json.loads(self.config),
-            "source": self.source,
-            "source_sha256": self.source_sha256,
-        } | extra
-
-
-@dataclass(frozen=True)
-class Task:
-    spec: TaskSpec
-    problems: tuple[Problem, ...]
-
 
 def _arith(size: int, seed: int, config: dict) -> Task:
     from evalkit.tasks import arith
@@ -89,6 +39,17 @@ def task_names() -> list[str]:
     from evalkit.tasks import rgym
 
     return sorted(TASKS) + rgym.dataset_names()
+
+
+def parse_task_config(text: str) -> dict:
+    """`--task-config` JSON as a dict, or a UsageError with an example."""
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--task-config {text!r}: not JSON ({exc.msg}); e.g. '{{\"max_operand\": 9}}'") from exc
+    if not isinstance(config, dict):
+        raise UsageError("--task-config must be a JSON object")
+    return config
 
 
 def load_task(name: str, *, size: int = 200, seed: int = 0, config: dict | None = None) -> Task:
@@ -112,20 +73,6 @@ def load_task(name: str, *, size: int = 200, seed: int = 0, config: dict | None 
     )
 
 
-# End-of-turn tokens of common chat templates: the reply ends at the first one.
-_END_OF_TURN = re.compile(r"<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|<\|end_of_text\|>|<\|end\|>|</s>|<end_of_turn>")
-_SPECIAL = re.compile(r"<\|[A-Za-z0-9_]+\|>|<s>")
-
-
-def answer_text(completion: str) -> str:
-    """The part of a completion a scorer reads, the same for every scorer: cut at the first
-    end-of-turn token (a model that runs past its turn writes the next turn), other special
-    tokens dropped, and only the text after the last `</think>` of a reasoning model."""
-    text = _END_OF_TURN.split(completion, maxsplit=1)[0]
-    text = _SPECIAL.sub("", text)
-    return text.rsplit("</think>", 1)[-1]
-
-
 def grader_version(kind: str) -> str:
     """Names the scorer's behaviour; it changes whenever a grade could change, so runs graded
     by another version are detectable (`evalkit regrade` brings them up to date)."""
@@ -145,22 +92,12 @@ def grader_version(kind: str) -> str:
 def stale_grades(settings: dict) -> str | None:
     """A one-line warning when a stored run was graded by another grader than this evalkit's."""
     kind = (settings.get("task") or {}).get("kind")
-    if kind not in _UNVERSIONED:
+    if kind not in ("math", "reasoning_gym"):
         return None
     then, now = graded_by(settings), grader_version(kind)
     if then == now:
         return None
     return f"graded by {then}, not by this evalkit's {now}: `evalkit regrade` updates the grades"
-
-
-# What graded runs made before grader versions were recorded (evalkit 0.1).
-_UNVERSIONED = {"math": "math-1", "reasoning_gym": "reasoning_gym-1"}
-
-
-def graded_by(settings: dict) -> str | None:
-    """The grader version a stored run (run.json / summary.json) was graded with."""
-    kind = (settings.get("task") or {}).get("kind")
-    return settings.get("grader") or _UNVERSIONED.get(kind)
 
 
 def load_task_identity(identity: dict) -> Task:

@@ -23,7 +23,7 @@ import json
 import random
 
 from evalkit.errors import UsageError
-from evalkit.tasks import Problem, Task, TaskSpec
+from evalkit.tasks.base import Problem, Task, TaskSpec
 
 PROMPT = "What is {expr}? Answer with just the number."
 PROMPT_VERSION = 2

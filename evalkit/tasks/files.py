@@ -11,11 +11,11 @@ Example line: {"id": "q1", "question": "What is 2+2?", "answer": "4"}
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.tasks import Problem, Task, TaskSpec
+from evalkit.runstore import read_jsonl
+from evalkit.tasks.base import Problem, Task, TaskSpec
 
 QUESTION_KEYS = ("question", "problem", "prompt")
 ANSWER_KEYS = ("answer", "solution", "final_answer")
@@ -24,7 +24,7 @@ ANSWER_KEYS = ("answer", "solution", "final_answer")
 def load(path: Path) -> Task:
     if not path.is_file():
         raise UsageError(f"{path}: no such task file")
-    records = _read_parquet(path) if path.suffix.lower() == ".parquet" else _read_jsonl(path)
+    records = _read_parquet(path) if path.suffix.lower() == ".parquet" else read_jsonl(path)
     if not records:
         raise UsageError(f"{path}: holds no problems")
     problems = []
@@ -48,22 +48,6 @@ def load(path: Path) -> Task:
 
 def _first(record: dict, keys: tuple[str, ...]):
     return next((record[k] for k in keys if record.get(k) is not None), None)
-
-
-def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    records = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(record, dict):
-                raise UsageError(f"{path}:{lineno}: expected a JSON object")
-            records.append((lineno, record))
-    return records
 
 
 def _read_parquet(path: Path) -> list[tuple[int, dict]]:

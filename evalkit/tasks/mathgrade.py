@@ -21,7 +21,7 @@ rule 4 skips it and looks further back. Numbers glued to a word on their left
 Why not math-verify's own extraction: its `parse` defaults
 (`extraction_mode="any_match"`, `try_extract_without_anchor=True`) pull
 "13 + 14" out of a restated question and `verify` evaluates it to the sum
-(REFERENCES.md "Grading"; the README of Math-Verify and TRL's
+(docs/references.md "Grading"; the README of Math-Verify and TRL's
 `accuracy_reward` ask for `\\boxed{}` first, `boxed_match_priority=0`,
 anchored extraction, `malformed_operators=False, nits=False` for rewards).
 evalkit follows that recipe (boxed first, then the anchored phrases) and adds
@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evalkit.tasks import Grade, Problem, answer_text
+from evalkit.tasks.base import Grade, Problem, answer_text
 
 __all__ = ["score", "final_answer", "Found", "VERSION"]
 
@@ -103,7 +103,7 @@ def final_answer(completion: str, question: str) -> Found | None:
     """The answer the completion commits to under the contract above, or None."""
     text = answer_text(completion)
     operands = set(_numbers(question))
-    for rule, find in (("boxed", _boxed), ("answer phrase", _phrase), ("equation", _equation)):
+    for rule, find in (("boxed", _boxed), ("answer phrase", _after_last(_PHRASE)), ("equation", _after_last(_EQUALS))):
         value = find(text)
         if value is not None:
             value = _last_side(value)
@@ -124,20 +124,17 @@ def _boxed(text: str) -> str | None:
     return None
 
 
-def _phrase(text: str) -> str | None:
-    for match in reversed(list(_PHRASE.finditer(text))):
-        value = _value_at(text, match.end())
-        if value is not None:
-            return value
-    return None
+def _after_last(anchor: re.Pattern):
+    """A finder: the value right after the last match of `anchor` that is followed by one."""
 
+    def find(text: str) -> str | None:
+        for match in reversed(list(anchor.finditer(text))):
+            value = _value_at(text, match.end())
+            if value is not None:
+                return value
+        return None
 
-def _equation(text: str) -> str | None:
-    for match in reversed(list(_EQUALS.finditer(text))):
-        value = _value_at(text, match.end())
-        if value is not None:
-            return value
-    return None
+    return find
 
 
 def _value_at(text: str, pos: int) -> str | None:

@@ -15,7 +15,7 @@ import functools
 import json
 
 from evalkit.errors import UsageError
-from evalkit.tasks import Grade, Problem, Task, TaskSpec, answer_text
+from evalkit.tasks.base import Grade, Problem, Task, TaskSpec, answer_text
 
 # Bump whenever a change can change a grade (2: special tokens handled by answer_text).
 VERSION = "reasoning_gym-2"

@@ -14,7 +14,26 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-__all__ = ["run_es_grpo"]
+__all__ = ["run_es", "run_grpo", "run_es_grpo"]
+
+
+def run_es(es_opts, out: Path, *, progress=None) -> dict:
+    """ES in this process, or on Ray actors when the options ask for Ray workers
+    (evalkit.train.es_ray): the same run folder and the same weights either way."""
+    if es_opts.uses_ray:
+        from evalkit.train.es_ray import run_es_ray
+
+        return run_es_ray(es_opts, out, progress=progress)
+    from evalkit.train.es import run_es as run_es_here
+
+    return run_es_here(es_opts, out, progress=progress)
+
+
+def run_grpo(grpo_opts, out: Path, *, progress=None) -> dict:
+    """GRPO (one process; its backend, hf or vllm, is in the options)."""
+    from evalkit.train.grpo import run_grpo as run_grpo_here
+
+    return run_grpo_here(grpo_opts, out, progress=progress)
 
 
 def run_es_grpo(es_opts, grpo_opts, out: Path, *, progress_for=None) -> dict:
@@ -25,20 +44,13 @@ def run_es_grpo(es_opts, grpo_opts, out: Path, *, progress_for=None) -> dict:
     """
     from evalkit.errors import UsageError
     from evalkit.runstore import RunDir
-    from evalkit.train.es import run_es
     from evalkit.train.es import validate as es_validate
-    from evalkit.train.grpo import run_grpo
     from evalkit.train.grpo import validate as grpo_validate
 
     if es_opts.model != grpo_opts.model:
         raise UsageError("es-grpo: the GRPO stage starts from ES's checkpoint; give --model once")
-    es_validate(es_opts)
-    grpo_validate(grpo_opts)  # bad GRPO settings are refused now, not after the ES stage
-    if "vllm" in (es_opts.backend, grpo_opts.backend):  # before any folder is made
-        from evalkit.passk import resolve_device
-        from evalkit.scale.vllm_train import check_vllm_backend
-
-        check_vllm_backend(resolve_device(grpo_opts.device))
+    es_validate(es_opts)  # both stages' settings and backends, before any folder is made
+    grpo_validate(grpo_opts)
     from evalkit.train.common import identity_options
 
     run = RunDir.open(out, {"kind": "train-es-grpo", "es": identity_options(es_opts),

@@ -18,8 +18,6 @@ as an uninterrupted one.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
 import re
@@ -28,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
+from evalkit.options import GradingOptions, ModelOptions, ScaleOptions, TaskOptions
 from evalkit.runstore import write_json_atomic
+from evalkit.sampling import derive_seed
 
 __all__ = [
     "derive_seed",
@@ -39,7 +39,6 @@ __all__ = [
     "load_training_task",
     "pick_problems",
     "rewards_of",
-    "train_progress",
     "open_run",
     "decode_and_grade",
     "completion_metrics",
@@ -50,28 +49,36 @@ STATE_FILE = "trainer_state.json"
 
 
 @dataclass(frozen=True)
-class TrainOptions:
-    """What every trainer takes; these mean what they mean for `evalkit passk`, same defaults."""
+class TrainOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
+    """What every trainer takes: evalkit.options' groups (they mean what they mean for
+    `evalkit passk`, same defaults) plus these. backend vllm: a colocated vLLM engine samples
+    (evalkit.train.vllm); ray_workers: ES members on Ray actors (evalkit.train.es_ray)."""
 
-    model: str = "smollm2-135m"
-    task: str = "arith"
-    task_size: int = 200
-    task_seed: int = 0
-    task_config: str = "{}"
     max_new_tokens: int = 256
     seed: int = 0
-    dtype: str = "float32"
-    device: str = "auto"
     save_every: int = 10
-    grader_workers: int = 2
-    grade_timeout: float = 10.0
-    backend: str = "hf"  # vllm: a colocated vLLM engine samples (evalkit.scale.vllm_train)
+
+    @property
+    def uses_ray(self) -> bool:
+        return bool(self.ray_workers or self.ray_address)
 
 
-def derive_seed(*parts) -> int:
-    """A 63-bit seed from any parts, e.g. `(run_seed, "es", step, member)`, by hashing."""
-    key = "\x1f".join(map(str, parts)).encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
+def check_train_scale(opts: TrainOptions, *, ray_allowed: bool) -> None:
+    """The backend and scale-out a trainer can use (evalkit.options.check_backend), checked
+    before any folder is made: vLLM installed and a GPU for `backend="vllm"`."""
+    from evalkit.models import resolve_device
+    from evalkit.options import check_backend, check_finite
+
+    check_finite(opts)
+    if opts.uses_ray and not ray_allowed:
+        raise UsageError("--ray-workers/--ray-address: only ES members spread over Ray; GRPO runs in one process")
+    if opts.ray_workers < 0 or opts.threads < 0:
+        raise UsageError("--ray-workers and --threads must be >= 0")
+    check_backend(opts.backend, ray=opts.uses_ray)
+    if opts.backend == "vllm":
+        from evalkit.train.vllm import check_vllm_backend
+
+        check_vllm_backend(resolve_device(opts.device))
 
 
 @dataclass(frozen=True)
@@ -133,10 +140,10 @@ class MetricsLog:
 
     def keep_through(self, step: int) -> None:
         """Drop lines after `step` (work redone on resume) and any torn line."""
+        from evalkit.runstore import write_atomic
+
         kept = [r for r in self.records() if r.get("step", 0) <= step]
-        tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        os.replace(tmp, self.path)
+        write_atomic(self.path, lambda fh: fh.writelines(json.dumps(r) + "\n" for r in kept))
 
     def append(self, record: dict) -> None:
         from evalkit.runstore import append_jsonl
@@ -146,8 +153,7 @@ class MetricsLog:
 
 def load_training_task(name: str, size: int, seed: int, config: str):
     """The task, refusing one whose scorer cannot be built (no reward)."""
-    from evalkit.passk import parse_task_config
-    from evalkit.tasks import load_task, scorer_for
+    from evalkit.tasks import load_task, parse_task_config, scorer_for
 
     task = load_task(name, size=size, seed=seed, config=parse_task_config(config))
     try:
@@ -171,49 +177,11 @@ def rewards_of(grades) -> list[float]:
     return [1.0 if g.outcome == "correct" else 0.0 for g in grades]
 
 
-@contextlib.contextmanager
-def train_progress(label: str):
-    """A rich bar on stderr; yields `update(step, total, reward)` showing step, reward, ETA.
-
-    The bar starts on the first update, at the step a resumed run begins from.
-    """
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
-    bar = Progress(
-        TextColumn(f"[bold]{label}"),
-        BarColumn(),
-        TextColumn("step {task.completed}/{task.total}"),
-        TextColumn("reward {task.fields[reward]}"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-    )
-    state: dict = {}
-
-    def update(step: int, total: int, reward: float) -> None:
-        if not state:
-            state["task"] = bar.add_task(label, total=total, completed=step - 1, reward="-")
-            bar.start()
-        bar.update(state["task"], total=total, completed=step, reward=f"{reward:.3f}")
-
-    try:
-        yield update
-    finally:
-        if state:  # a bar never started prints nothing (an error stays one line)
-            bar.stop()
-
-
-IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", "iterations", "steps", "save_every"}
+# how the work is spread never changes the weights (Ray replicas are checked bitwise)
+IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", "iterations", "steps", "save_every",
+                     "ray_workers", "ray_address", "threads"}
 # options added after runs existed: left out of run.json at their default, so those runs resume
-IDENTITY_OMITTED_DEFAULTS = {"backend": "hf"}
+IDENTITY_OMITTED_DEFAULTS = {"backend": "hf", "ray_workers": 0, "ray_address": None, "threads": 0}
 
 
 def identity_options(opts) -> dict:
@@ -221,8 +189,10 @@ def identity_options(opts) -> dict:
     existed while they keep their default (IDENTITY_OMITTED_DEFAULTS), so those runs resume."""
     from dataclasses import asdict
 
-    return {k: v for k, v in asdict(opts).items()
-            if k not in IDENTITY_OMITTED_DEFAULTS or IDENTITY_OMITTED_DEFAULTS[k] != v}
+    from evalkit.runstore import record_options
+
+    return record_options({k: v for k, v in asdict(opts).items()
+                           if k not in IDENTITY_OMITTED_DEFAULTS or IDENTITY_OMITTED_DEFAULTS[k] != v})
 
 
 def open_run(out: Path, kind: str, opts, task):
@@ -264,17 +234,12 @@ class Start:
 
 
 def start_run(out: Path, kind: str, opts) -> Start:
-    """The set-up both trainers share, before the model is loaded: the vLLM backend checked
-    (before any folder is made), the task loaded, the run folder opened or checked
-    (`open_run`), the metrics log cut back to the newest checkpoint."""
-    from evalkit.models import ModelRef
-    from evalkit.passk import resolve_device
+    """The set-up both trainers share, before the model is loaded (their `validate`, which checks
+    the backend, comes first): the task loaded, the run folder opened or checked (`open_run`),
+    the metrics log cut back to the newest checkpoint."""
+    from evalkit.models import ModelRef, resolve_device
 
     device = resolve_device(opts.device)
-    if opts.backend == "vllm":
-        from evalkit.scale.vllm_train import check_vllm_backend
-
-        check_vllm_backend(device)
     task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
     run, ref, ckpt = open_run(out, kind, opts, task)
     step = ckpt.step if ckpt else 0

@@ -27,13 +27,13 @@ tensor; on CPU this is bitwise the stream of `torch.randn(numel)`, so the
 noise is the original's while the extra memory stays at a few chunks.
 Perturb and restore keep their chunk temporaries in per-thread buffers
 (`_scratch`). Limits: here members are evaluated in turn in one process
-(spread over Ray actors: `evalkit.scale.es_ray`); parameters must be
+(spread over Ray actors: `evalkit.train.es_ray`); parameters must be
 contiguous (Hugging Face models are).
 
 `--backend vllm` (GPU): the HF model stays the master copy and is perturbed,
 restored and updated here exactly as above; only the scoring of each member
 goes to a colocated vLLM engine that is given the perturbed weights first
-(`evalkit.scale.vllm_train`, `sampler=` of `member_fitness`).
+(`evalkit.train.vllm`, `sampler=` of `member_fitness`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.train.common import TrainOptions
+from evalkit.train.common import TrainOptions, check_train_scale
 
 __all__ = [
     "ESOptions",
@@ -78,10 +78,9 @@ def validate(opts: ESOptions) -> None:
         raise UsageError(f"--noise {opts.noise}: choose iid or correlated")
     if opts.sigma <= 0 or opts.alpha < 0:
         raise UsageError("--sigma must be > 0 and --alpha >= 0")
-    if opts.backend not in ("hf", "vllm"):
-        raise UsageError(f"--backend {opts.backend}: choose hf or vllm")
     if min(opts.iterations, opts.prompts_per_iteration, opts.max_new_tokens, opts.save_every) < 1:
         raise UsageError("--iterations, --prompts-per-iteration, --max-new-tokens and --save-every must be >= 1")
+    check_train_scale(opts, ray_allowed=True)
 
 
 def tensor_seed(member_seed: int, index: int, noise: str) -> int:
@@ -330,19 +329,22 @@ def iteration_record(step: int, rewards, samples, residual: int, fixups: int) ->
 
 
 def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> dict:
-    """Run (or resume) ES into `out`; returns the summary written to summary.json."""
+    """Run (or resume) ES in this process into `out`; returns the summary written to
+    summary.json. `evalkit.train.run_es` picks this or the Ray runner (evalkit.train.es_ray)."""
     from evalkit.grading import Grader
     from evalkit.models import load_model
     from evalkit.sampling import stop_token_ids
     from evalkit.train.common import save_checkpoint, start_run
 
     validate(opts)
+    if opts.uses_ray:
+        raise UsageError("Ray workers asked for: call evalkit.train.run_es, which runs ES on Ray")
     at = start_run(out, "train-es", opts)
     model, tokenizer = load_model(at.source, dtype=opts.dtype, device=at.device)
     stop = stop_token_ids(model, tokenizer)
     sampler, extra, engine = None, {}, None
     if opts.backend == "vllm":  # the engine loads the folder the HF model came from
-        from evalkit.scale.vllm_train import ENTROPY_KIND, VllmPolicySampler
+        from evalkit.train.vllm import ENTROPY_KIND, VllmPolicySampler
 
         engine = VllmPolicySampler(at.source.path, opts, tokenizer, stop, at.device)
         sampler, extra = engine.fitness_sampler(model), {"entropy_kind": ENTROPY_KIND}

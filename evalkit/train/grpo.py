@@ -30,7 +30,7 @@ drops which stop id ended a row); one process.
 
 `--backend vllm` (GPU): step 1's sampling runs on a colocated vLLM engine
 that is given the policy's weights after every update
-(`evalkit.scale.vllm_train`); everything else is the same code.
+(`evalkit.train.vllm`); everything else is the same code.
 """
 
 from __future__ import annotations
@@ -41,12 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.train.common import TrainOptions
+from evalkit.train.common import TrainOptions, check_train_scale
 
 __all__ = ["GRPOOptions", "run_grpo", "policy_loss", "token_logprobs", "LOSS_TYPES"]
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo")
-BACKENDS = ("hf", "vllm")
 
 
 @dataclass(frozen=True)
@@ -73,8 +72,6 @@ class GRPOOptions(TrainOptions):  # backend vllm: groups sampled by a colocated 
 def validate(opts: GRPOOptions) -> None:
     if opts.group_size < 2:
         raise UsageError(f"--group-size {opts.group_size}: a group needs at least 2 samples (TRL default 8)")
-    if opts.backend not in BACKENDS:
-        raise UsageError(f"--backend {opts.backend}: choose hf or vllm")
     if opts.loss not in LOSS_TYPES:
         raise UsageError(f"--loss {opts.loss}: choose one of {', '.join(LOSS_TYPES)}")
     if opts.scale_rewards not in ("group", "none"):
@@ -87,6 +84,7 @@ def validate(opts: GRPOOptions) -> None:
         raise UsageError("step, prompt, token, micro-batch and round counts must be >= 1")
     if opts.lr <= 0 or opts.epsilon < 0 or (opts.epsilon_high or 0) < 0 or opts.beta < 0:
         raise UsageError("--lr must be > 0; --epsilon, --epsilon-high and --beta >= 0")
+    check_train_scale(opts, ray_allowed=False)
 
 
 # ---------------------------------------------------------------- the loss
@@ -192,7 +190,7 @@ def _sample_groups(model, tokenizer, grader, problems, opts: GRPOOptions, seed: 
     if sampler is None:
         model.eval()
         samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
-    else:  # same Samples from another engine (evalkit.scale.vllm_train)
+    else:  # same Samples from another engine (evalkit.train.vllm)
         samples = sampler(prompts, problems, cfg, stop)
     _, rewards = decode_and_grade(tokenizer, grader, samples, problems)
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id in stop else stop[0]
@@ -325,7 +323,7 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
     stop = stop_token_ids(model, tokenizer)
     engine = None
     if opts.backend == "vllm":  # loads the same weights the policy was loaded from
-        from evalkit.scale.vllm_train import ENTROPY_KIND, VllmPolicySampler
+        from evalkit.train.vllm import ENTROPY_KIND, VllmPolicySampler
 
         engine = VllmPolicySampler(at.source.path, opts, tokenizer, stop, device)
     with contextlib.ExitStack() as cleanup, \

@@ -288,21 +288,17 @@ def es_record(step: int, seeds: list[int], members: list[dict]) -> dict:
                             sum(m["residual"] for m in members), sum(m["fixups"] for m in members))
 
 
-def run_es_ray(opts: ESOptions, out: Path, *, workers: int, address: str | None = None, threads: int = 0,
-               progress: Callable | None = None) -> dict:
-    """`run_es` with population members evaluated on `workers` Ray actors; same run folder."""
-    from evalkit.errors import UsageError
-    from evalkit.models import ModelRef
-    from evalkit.passk import resolve_device
+def run_es_ray(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> dict:
+    """`run_es` with population members evaluated on `opts.ray_workers` Ray actors (joining
+    `opts.ray_address` when given; `opts.threads` each, default cores // workers); same run
+    folder. Called by `run_es` when the options ask for Ray."""
+    from evalkit.models import ModelRef, resolve_device
     from evalkit.train.common import MetricsLog, load_training_task, open_run
     from metrics.grpo import population_zscores
 
     validate(opts)
-    if workers < 1:
-        raise UsageError(f"--workers {workers}: need at least 1 Ray worker")
-    if opts.backend != "hf":
-        raise UsageError(f"--backend {opts.backend} with Ray workers: not supported (vLLM spreads "
-                         "over GPUs itself; use one or the other)")
+    workers, address = opts.ray_workers or 1, opts.ray_address
+    threads = opts.threads
     task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
     # the actors start now: their imports and graders overlap the run folder's weight hashing
     pop = RayPopulation(opts, resolve_device(opts.device), workers=workers,

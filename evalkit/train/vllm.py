@@ -24,7 +24,7 @@ HF path's `Sample`s (stop token counted, dropped, then re-appended as eos by
 `grpo._sample_groups`, exactly as for HF samples), graded by the same scorer.
 
 Entropy: the `entropy` metric is vLLM's truncated top-k bound
-(`-sum_{top-k} p log p` <= the exact entropy; REFERENCES.md "Token
+(`-sum_{top-k} p log p` <= the exact entropy; docs/references.md "Token
 entropy"), and each metrics line says `entropy_kind: "topk_lower_bound"`.
 
 Weight push, the route documented for the `vllm` extra (`vllm>=0.8`, the V1
@@ -78,7 +78,6 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from evalkit.errors import UsageError
 from evalkit.sampling import Sample, SamplingConfig
 from evalkit.scale.vllm_backend import ENTROPY_KIND
 
@@ -94,13 +93,14 @@ __all__ = [
 
 ENTROPY_TOPK = 20  # top-k logprobs per token for the entropy bound (vLLM's default max_logprobs)
 VLLM_GPU_MEMORY = 0.3  # fraction of the GPU the colocated engine may take (TRL colocate default)
-EXTENSION = "evalkit.scale.vllm_train.WeightSyncExtension"
+EXTENSION = "evalkit.train.vllm.WeightSyncExtension"
 
 
 def require_gpu(device: str) -> None:
     """UsageError unless `device` is a CUDA device (the engine shares the trainer's GPU)."""
-    if not str(device).startswith("cuda"):
-        raise UsageError(f"--backend vllm runs on a GPU; got --device {device} (use --device cuda)")
+    from evalkit.options import check_backend
+
+    check_backend("vllm", ray=False, device=str(device))
 
 
 def check_vllm_backend(device: str) -> None:

@@ -1,0 +1,245 @@
+"""A study's findings: one row per claim of the ES vs GRPO papers, from the study's stored outputs.
+
+    write_findings(Path("results/study"), ["es", "grpo", "es-grpo"], Path("results/study/findings"))
+
+Reads only what the study wrote (passk runs, diff.json, forgetting.json, entropy from the
+samples, training logs) and writes `findings.json` and `findings.md`. Claims (Ba et al., "ES vs
+GRPO", and the neighbours listed in docs/references.md, "The claims evalkit tests"), each
+with its figures, intervals, the rule that turns them into a verdict, and the smallest
+difference the study could have told from zero (the half-width of its interval):
+
+- coverage: ES keeps pass@k at large k where GRPO narrows it. Paired bootstrap over held-out
+  problems (metrics.compare) of each method minus the base, and ES minus GRPO, at k = 1 and
+  the largest k. Supported when ES - GRPO at the largest k is above 0 (interval), contradicted
+  when below, else inconclusive.
+- entropy: GRPO collapses token entropy, ES does not. Per-problem mean token entropy of the
+  held-out samples (nats, per token), each method minus the base, paired bootstrap over
+  problems (metrics.paired). Supported when GRPO's drop is significant and ES's is not;
+  contradicted when ES drops significantly more than GRPO or GRPO does not drop; else inconclusive.
+- sparsity: ES updates are sparse and concentrated. diff.json of each method against the base in
+  the training dtype: changed fraction by bits, changed beyond half a bf16 ulp (the precision
+  artefact of arXiv 2511.08567), the share of ||dW||^2 in the top 1% of entries. Supported when
+  ES changes a smaller fraction than GRPO beyond the bf16 threshold and is more concentrated;
+  contradicted when both are the other way round; else inconclusive (no interval: a diff is exact).
+- forgetting: ES does not forget. evalkit forgetting per method (paired differences, Holm-adjusted
+  McNemar) and the forward KL(pi_base || pi_model) per token on training prompts. Contradicted
+  when ES loses significantly on any benchmark, else supported when nothing moved significantly
+  for ES, with KL as the measure of how far it moved.
+- es-grpo: ES then GRPO beats either alone. Paired pass@1 of ES-then-GRPO minus ES and minus
+  GRPO. Supported when both are above 0, contradicted when either is below 0, else inconclusive.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from analyses.runs import Run, load_run
+
+__all__ = ["write_findings", "findings"]
+
+
+def write_findings(root: Path, methods: list[str], out: Path) -> dict:
+    """findings.json and findings.md in `out` (see the module docstring)."""
+    from evalkit.runstore import plain_json, write_atomic, write_json_atomic
+
+    result = plain_json(findings(Path(root), methods))
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "findings.json", result)
+    write_atomic(out / "findings.md", lambda fh: fh.write(to_markdown(result)))
+    return result
+
+
+def findings(root: Path, methods: list[str]) -> dict:
+    runs = {m: load_run(root / "passk" / m) for m in ["base", *methods] if (root / "passk" / m).is_dir()}
+    rows = [_coverage(runs), _entropy(runs), _sparsity(root, methods), _forgetting(root, methods),
+            _sequence(runs)]
+    return {"kind": "study-findings", "methods": methods, "claims": [r for r in rows if r is not None],
+            "training": _training(root, methods)}
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _counts(run: Run):
+    table = run.per_problem().set_index("problem_id")
+    return table
+
+
+def _paired(runs: dict, a: str, b: str, ks) -> dict:
+    """b - a per k over the problems both ran, paired bootstrap."""
+    from metrics.compare import paired_passk_difference
+
+    ta, tb = _counts(runs[a]), _counts(runs[b])
+    shared = ta.index.intersection(tb.index)
+    table = paired_passk_difference(ta.loc[shared, "n"], ta.loc[shared, "c"], tb.loc[shared, "n"],
+                                    tb.loc[shared, "c"], ks)
+    return {int(r.k): {"a": a, "b": b, "pass_a": r.pass_a, "pass_b": r.pass_b, "difference": r.difference,
+                       "ci_low": r.ci_low, "ci_high": r.ci_high, "n_problems": int(r.n_problems)}
+            for r in table.itertuples()}
+
+
+def _sign(row: dict) -> int:
+    """+1 / -1 when the interval lies above / below 0, else 0."""
+    return 1 if row["ci_low"] > 0 else -1 if row["ci_high"] < 0 else 0
+
+
+def _half_width(rows) -> float:
+    widths = [(r["ci_high"] - r["ci_low"]) / 2 for r in rows if r]
+    return float(np.nanmax(widths)) if widths else float("nan")
+
+
+# ---------------------------------------------------------------- the claims
+
+
+def _coverage(runs: dict) -> dict | None:
+    if "base" not in runs or len(runs) < 2:
+        return None
+    ks = sorted({r["k"] for r in runs["base"].summary.get("pass_at_k", [])})
+    kmax = ks[-1]
+    rows = {f"{m} - base": _paired(runs, "base", m, [1, kmax]) for m in runs if m != "base"}
+    verdict, rule = "inconclusive", "ES - GRPO at the largest k above 0: supported; below: contradicted"
+    if {"es", "grpo"} <= set(runs):
+        rows["es - grpo"] = _paired(runs, "grpo", "es", [1, kmax])
+        sign = _sign(rows["es - grpo"][kmax])
+        verdict = {1: "supported", -1: "contradicted", 0: "inconclusive"}[sign]
+    return {"claim": "coverage", "statement": "ES keeps pass@k at large k where GRPO narrows it",
+            "k_max": kmax, "differences": rows, "verdict": verdict, "rule": rule,
+            "detectable": _half_width([r[kmax] for r in rows.values()])}
+
+
+def _problem_entropy(run: Run):
+    s = run.samples.dropna(subset=["mean_entropy"])
+    weighted = (s["mean_entropy"] * s["num_tokens"]).groupby(s["problem_id"]).sum()
+    return weighted / s.groupby("problem_id")["num_tokens"].sum()
+
+
+def _entropy(runs: dict) -> dict | None:
+    from metrics.paired import paired_difference
+
+    if "base" not in runs or not runs["base"].has_entropy():
+        return None
+    base = _problem_entropy(runs["base"])
+    rows = {}
+    for m in (m for m in runs if m != "base"):
+        other = _problem_entropy(runs[m])
+        shared = base.index.intersection(other.index)
+        d = paired_difference(base.loc[shared].to_numpy(), other.loc[shared].to_numpy())
+        rows[f"{m} - base"] = {"base_entropy": d["base_accuracy"], "entropy": d["model_accuracy"],
+                               **{k: d[k] for k in ("difference", "ci_low", "ci_high", "n")}}
+    verdict = "inconclusive"
+    if {"es - base", "grpo - base"} <= set(rows):
+        es, grpo = _sign(rows["es - base"]), _sign(rows["grpo - base"])
+        if grpo < 0 and es >= 0:
+            verdict = "supported"
+        elif grpo >= 0 or (es < 0 and rows["es - base"]["difference"] < rows["grpo - base"]["difference"]):
+            verdict = "contradicted" if grpo > 0 or es < 0 else "inconclusive"
+    return {"claim": "entropy", "statement": "GRPO collapses token entropy and ES does not",
+            "unit": "nats per generated token, held-out samples", "differences": rows, "verdict": verdict,
+            "rule": "GRPO - base below 0 and ES - base not: supported; GRPO up, or ES down more than GRPO: "
+                    "contradicted", "detectable": _half_width(list(rows.values()))}
+
+
+def _sparsity(root: Path, methods: list[str]) -> dict | None:
+    rows = {}
+    for m in methods:
+        path = root / "diff" / m / "diff.json"
+        if path.is_file():
+            overall = json.loads(path.read_text())["updates"]["other"]["overall"]
+            rows[m] = {k: overall.get(k) for k in ("changed_frac_bits", "changed_frac_rel", "changed_frac_atol",
+                                                   "top_1pct_share", "top_0.1pct_share", "rel_norm",
+                                                   "update_norm")}
+    if not rows:
+        return None
+    verdict = "inconclusive"
+    if {"es", "grpo"} <= set(rows):
+        es, grpo = rows["es"], rows["grpo"]
+        sparser = es["changed_frac_rel"] < grpo["changed_frac_rel"]
+        concentrated = es["top_1pct_share"] > grpo["top_1pct_share"]
+        verdict = "supported" if sparser and concentrated else "contradicted" if not (sparser or concentrated) \
+            else "inconclusive"
+    return {"claim": "sparsity", "statement": "ES updates are sparse and concentrated", "by_method": rows,
+            "verdict": verdict, "rule": "ES sparser beyond half a bf16 ulp and more concentrated (top 1% share) "
+                                        "than GRPO: supported; neither: contradicted"}
+
+
+def _forgetting(root: Path, methods: list[str]) -> dict | None:
+    rows = {}
+    for m in methods:
+        path = root / "forgetting" / m / "forgetting.json"
+        if path.is_file():
+            report = json.loads(path.read_text())
+            kl = report.get("kl") or {}
+            rows[m] = {"verdict": report["verdict"], "kl_per_token": kl.get("kl_per_token"),
+                       "kl_per_token_se": kl.get("kl_per_token_se"),
+                       "benchmarks": {b["benchmark"]: {k: b.get(k) for k in ("base_accuracy", "model_accuracy",
+                                                                              "difference", "ci_low", "ci_high")}
+                                      | {"p_holm": b["mcnemar"].get("p_holm")} for b in report["benchmarks"]}}
+    if not rows:
+        return None
+    verdict = "inconclusive"
+    if "es" in rows:
+        lost = any(b["p_holm"] is not None and b["p_holm"] < 0.05 and b["difference"] < 0
+                   for b in rows["es"]["benchmarks"].values())
+        moved = any(b["p_holm"] is not None and b["p_holm"] < 0.05 for b in rows["es"]["benchmarks"].values())
+        verdict = "contradicted" if lost else "supported" if not moved else "inconclusive"
+    widths = [(b["ci_high"] - b["ci_low"]) / 2 for r in rows.values() for b in r["benchmarks"].values()]
+    return {"claim": "forgetting", "statement": "ES does not forget what it was not trained on", "by_method": rows,
+            "verdict": verdict, "rule": "a significant loss for ES (Holm-adjusted McNemar < 0.05): contradicted; "
+                                        "no significant change: supported",
+            "detectable": float(np.nanmax(widths)) if widths else None}
+
+
+def _sequence(runs: dict) -> dict | None:
+    if not {"es-grpo", "es", "grpo"} <= set(runs):
+        return None
+    rows = {"es-grpo - es": _paired(runs, "es", "es-grpo", [1])[1],
+            "es-grpo - grpo": _paired(runs, "grpo", "es-grpo", [1])[1]}
+    signs = [_sign(r) for r in rows.values()]
+    verdict = "supported" if min(signs) > 0 else "contradicted" if min(signs) < 0 else "inconclusive"
+    return {"claim": "es-grpo", "statement": "ES then GRPO beats either alone (pass@1, held out)",
+            "differences": rows, "verdict": verdict,
+            "rule": "both differences above 0: supported; either below 0: contradicted",
+            "detectable": _half_width(list(rows.values()))}
+
+
+def _training(root: Path, methods: list[str]) -> dict:
+    """Training reward and entropy, first and last logged step, per trainer folder."""
+    out = {}
+    for m in methods:
+        for log in sorted((root / "train" / m).glob("**/metrics.jsonl")):
+            lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+            if lines:
+                name = str(log.parent.relative_to(root / "train"))
+                out[name] = {"steps": len(lines), "reward_first": lines[0].get("reward"),
+                             "reward_last": lines[-1].get("reward"),
+                             "reward_mean_last_quarter": float(np.mean([x.get("reward", np.nan) for x in
+                                                                        lines[-max(1, len(lines) // 4):]])),
+                             "entropy_first": lines[0].get("entropy"), "entropy_last": lines[-1].get("entropy"),
+                             "zero_spread_iterations": sum(bool(x.get("zero_spread")) for x in lines)}
+    return out
+
+
+def to_markdown(result: dict) -> str:
+    lines = ["| claim | figures | verdict |", "|---|---|---|"]
+    for c in result["claims"]:
+        lines.append(f"| {c['statement']} | {_figures(c)} | {c['verdict']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _figures(claim: dict) -> str:
+    def ci(r):
+        return f"{r['difference']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+
+    if claim["claim"] == "coverage":
+        k = claim["k_max"]
+        return "; ".join(f"{name}: pass@1 {ci(r[1])}, pass@{k} {ci(r[k])}" for name, r in claim["differences"].items())
+    if claim["claim"] in ("entropy", "es-grpo"):
+        return "; ".join(f"{name}: {ci(r)}" for name, r in claim["differences"].items())
+    if claim["claim"] == "sparsity":
+        return "; ".join(f"{m}: changed {r['changed_frac_bits']:.1%} (bits), {r['changed_frac_rel']:.1%} beyond "
+                         f"bf16, top-1% share {r['top_1pct_share']:.1%}" for m, r in claim["by_method"].items())
+    return "; ".join(f"{m}: {r['verdict'].split(':')[0]}, KL/token {r['kl_per_token']}"
+                     for m, r in claim["by_method"].items())

@@ -1,0 +1,37 @@
+"""`evalkit study`: train ES, GRPO and ES-then-GRPO on one budget, evaluate everything, one report.
+
+    evalkit study studies/smoke.toml --out runs/smoke
+    evalkit study studies/seed-cpu.toml --out results/study --dry-run
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+__all__ = ["study"]
+
+
+def study(
+    spec: Annotated[Path, typer.Argument(help="Study file (TOML): base model, training task and held-out split, methods, budget, evaluations. See studies/.")],
+    out: Annotated[Path, typer.Option(help="Study folder: study.json and one subfolder per stage. Rerun the same command to resume.")],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (stages, outputs, estimated generated tokens, what is done) and stop.")] = False,
+    only: Annotated[str | None, typer.Option(help="Run this stage alone (e.g. report); the stages it reads must be done.")] = None,
+) -> None:
+    """Run a study: every stage one evalkit function into its own folder; resumable, stage by stage.
+
+    Example: evalkit study studies/smoke.toml --out runs/smoke   (then: evalkit study ... --dry-run)
+    """
+    from evalkit.console import console, print_study_plan
+    from evalkit.study import run_study, study_plan
+
+    if dry_run:
+        print_study_plan(*study_plan(spec, out), out)
+        return
+    state = run_study(spec, out, only=only,
+                      on_stage=lambda name, status: console.print(f"[bold]{name}[/bold]: {status}"))
+    report = state["stages"].get("report", {})
+    if report.get("status") == "done":
+        console.print(f"report: {out / report['result']['file']}; findings: {out / 'findings' / 'findings.md'}")

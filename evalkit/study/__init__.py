@@ -1,0 +1,159 @@
+"""`evalkit study`: the ES vs GRPO comparison as one resumable command.
+
+    evalkit study studies/smoke.toml --out runs/smoke          # rerun the same command to resume
+    evalkit study studies/seed-cpu.toml --out results/study --dry-run
+
+The study file (evalkit.study.spec) names the base model, the training task and its
+held-out split, the methods with a shared budget, and the evaluations; the plan
+(evalkit.study.stages) turns it into stages, each one library call into its own subfolder.
+`DIR/study.json` records the plan and, per stage, its identity, status (`done`, `running`,
+`failed`, `interrupted`), wall time and output. A stage whose output exists with the same
+identity is skipped; an interrupted one is rerun into the same folder, and the trainers and
+passk resume inside it. A stage whose settings changed since it ran is refused (its folder
+holds other results), naming it. A failing stage stops the study with its one-line error;
+the stages before it keep their outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from evalkit.errors import UsageError
+
+__all__ = ["run_study", "study_plan", "stage_status", "STUDY_FILE"]
+
+STUDY_FILE = "study.json"
+
+
+def study_plan(spec_path: Path, out: Path) -> tuple:
+    """(spec, stages, the state recorded in `out`/study.json) without running anything."""
+    from evalkit.study.spec import read_spec
+    from evalkit.study.stages import plan
+
+    spec = read_spec(spec_path)
+    return spec, plan(spec), _state(out)
+
+
+def run_study(spec_path: Path, out: Path, *, only: str | None = None,
+              on_stage: Callable[[str, str], None] | None = None) -> dict:
+    """Run (or resume) the study into `out`; returns study.json. `only`: run that stage alone
+    (the stages it reads must be done). `on_stage(name, status)` is told of each stage."""
+    spec, stages, state = study_plan(spec_path, out)
+    names = [s.name for s in stages]
+    if only is not None and only not in names:
+        raise UsageError(f"--only {only}: no such stage; the stages are {', '.join(names)}")
+    out = Path(out)
+    _check_folder(out, state)
+    state = _record_plan(out, spec, stages, state)
+    for stage in stages:
+        if only is not None and stage.name != only:
+            continue
+        status = stage_status(out, stage, state)
+        if status == "done":
+            if on_stage:
+                on_stage(stage.name, "done")
+            continue
+        if status == "changed":
+            raise UsageError(f"stage {stage.name}: its settings changed since it ran in {out / stage.out}; "
+                             f"use another --out, or remove {out / stage.out} to redo it (and what reads it)")
+        missing = [n for n in stage.needs if stage_status(out, _by_name(stages, n), state) != "done"]
+        if missing:
+            raise UsageError(f"stage {stage.name} reads {', '.join(missing)}, not done yet: run the study "
+                             "without --only first")
+        _run_stage(out, stage, state, on_stage)
+    return state
+
+
+def _by_name(stages, name: str):
+    return next(s for s in stages if s.name == name)
+
+
+def stage_status(out: Path, stage, state: dict) -> str:
+    """done (same identity, output present), changed (other identity), or to run."""
+    from evalkit.study.stages import identity_hash
+
+    record = state.get("stages", {}).get(stage.name)
+    if record is None or not (out / stage.out).exists():
+        return "to run"
+    if record["identity_hash"] != identity_hash(stage.identity):
+        return "changed" if record["status"] == "done" else "to run"
+    return "done" if record["status"] == "done" else record["status"]
+
+
+def _run_stage(out: Path, stage, state: dict, on_stage) -> None:
+    from evalkit.study.stages import identity_hash
+
+    record = state["stages"].get(stage.name) or {}
+    seconds = record.get("seconds", 0.0) if record.get("identity_hash") == identity_hash(stage.identity) else 0.0
+    record = {"identity": stage.identity, "identity_hash": identity_hash(stage.identity), "out": stage.out,
+              "status": "running", "seconds": seconds, "tokens_estimate": stage.tokens}
+    state["stages"][stage.name] = record
+    _save(out, state)
+    if on_stage:
+        on_stage(stage.name, "running")
+    started = time.monotonic()
+    results = {n: state["stages"][n]["result"] for n in stage.needs}
+    try:
+        record["result"] = stage.run(out / stage.out, results)
+        record["status"] = "done"
+    except KeyboardInterrupt:
+        record["status"] = "interrupted"
+        raise
+    except UsageError as exc:
+        record.update(status="failed", error=str(exc))
+        raise UsageError(f"stage {stage.name} failed: {exc}") from None
+    except Exception as exc:
+        record.update(status="failed", error=f"{type(exc).__name__}: {exc}"[:500])
+        raise
+    finally:
+        record["seconds"] = round(seconds + time.monotonic() - started, 1)
+        _save(out, state)
+    if on_stage:
+        on_stage(stage.name, "done")
+
+
+def _state(out: Path) -> dict:
+    import json
+
+    path = Path(out) / STUDY_FILE
+    if not path.is_file():
+        return {}
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: unreadable ({exc}); use another --out") from None
+    if not isinstance(state, dict) or state.get("kind") != "study":
+        raise UsageError(f"{path}: not an evalkit study record; use another --out")
+    return state
+
+
+def _check_folder(out: Path, state: dict) -> None:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out}: exists and is not a folder")
+    if not state and out.is_dir() and any(out.iterdir()):
+        raise UsageError(f"{out}: folder is not empty and holds no evalkit study; use another --out")
+
+
+def _record_plan(out: Path, spec, stages, state: dict) -> dict:
+    from dataclasses import asdict
+
+    from evalkit.runstore import plain_json, versions
+    from evalkit.study.stages import identity_hash
+
+    out.mkdir(parents=True, exist_ok=True)
+    spec_record = {k: v for k, v in asdict(spec).items() if k != "methods"}
+    spec_record["methods"] = {name: [asdict(t) for t in trainers] for name, trainers in spec.methods.items()}
+    state = {"kind": "study", "title": spec.title, "spec": plain_json(spec_record),
+             "plan": [{"stage": s.name, "out": s.out, "needs": list(s.needs), "tokens_estimate": s.tokens,
+                       "identity_hash": identity_hash(s.identity)} for s in stages],
+             "versions": versions(), "stages": state.get("stages", {})}
+    _save(out, state)
+    return state
+
+
+def _save(out: Path, state: dict) -> None:
+    from evalkit.runstore import plain_json, write_json_atomic
+
+    write_json_atomic(Path(out) / STUDY_FILE, plain_json(state))

@@ -1,0 +1,234 @@
+"""A study file: what to train, with what budget, and how to evaluate it; checked before any work.
+
+    spec = read_spec(Path("studies/seed-cpu.toml"))   # UsageError naming the key on anything wrong
+
+The file is TOML (read with the standard library's `tomllib`):
+
+    title = "ES vs GRPO"            base_model = "smollm2-135m"   dtype = "float32"   device = "auto"
+    [train_task]  name, size, seed, config          the training split
+    [eval_task]   seed, size, limit                 the held-out split: the same generator, another seed
+    [budget]      unit = "completions" | "tokens", per_method
+    [methods.es] [methods.grpo] [methods.es-grpo]   trainer options (evalkit.train); es-grpo takes
+                                                    es_share and [methods.es-grpo.es] / .grpo tables
+    [evaluations.passk|entropy|length|groups|diff|forgetting]   each evaluator's options
+    [report]      title
+
+Budget: each method's generated completions (ES: iterations x population x prompts per
+iteration, greedy; GRPO: steps x prompts per step x group size; ES-then-GRPO: both stages,
+`es_share` of it in ES), or generated tokens counted as completions x max_new_tokens (an upper
+bound: completions may stop early). Iterations and steps are computed from the budget unless
+given, and a study whose methods' budgets differ by more than 10% is refused.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from evalkit.errors import UsageError
+
+__all__ = ["StudySpec", "Trainer", "read_spec", "METHODS", "EVALUATIONS", "TOLERANCE"]
+
+METHODS = ("es", "grpo", "es-grpo")
+EVALUATIONS = {  # evaluator -> its options and their defaults
+    "passk": {"n": 16, "k": [1, 2, 4, 8, 16], "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256,
+              "batch_size": 64, "seed": 0},
+    "entropy": {"fit": False},  # Cui et al.'s law is for one trajectory; the report fits it on trainer logs
+    "length": {"quantiles": 4},
+    "groups": {"group_sizes": [2, 4, 8, 16], "target": 0.5},
+    "diff": {"atol": 1e-5, "threads": 2},
+    "forgetting": {"suite": "reasoning", "limit": 20, "max_new_tokens": 0, "batch_size": 8,
+                   "kl_prompts": 32, "kl_samples": 1, "kl_max_new_tokens": 64},
+}
+TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
+TOP_KEYS = {"title", "base_model", "dtype", "device", "seed", "train_task", "eval_task", "budget", "methods",
+            "evaluations", "report"}
+SET_BY_STUDY = {"model", "task", "task_size", "task_seed", "task_config", "dtype", "device", "out"}
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """One trainer run of a method (ES-then-GRPO has two)."""
+
+    opts: object  # ESOptions or GRPOOptions
+    share: float  # of the method's budget
+    explicit: bool  # iterations / steps given in the file: checked against the budget, not computed
+
+    @property
+    def kind(self) -> str:
+        return "es" if hasattr(self.opts, "population") else "grpo"
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    path: str
+    title: str
+    base_model: str
+    dtype: str
+    device: str
+    train_task: dict  # name, size, seed, config
+    eval_task: dict  # name, size, seed, config, limit
+    budget: dict  # unit, per_method, and per method: the budget its options spend
+    methods: dict  # name -> tuple of Trainer (es, grpo: one; es-grpo: ES then GRPO)
+    evaluations: dict  # name -> options dict, defaults filled in
+    report_title: str
+
+
+def read_spec(path: Path) -> StudySpec:
+    """Parse and check a study file (see the module docstring)."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such study file") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable TOML file ({exc})") from None
+    _unknown(raw, TOP_KEYS, "")
+    for key in ("train_task", "methods", "budget"):
+        if not isinstance(raw.get(key), dict) or not raw[key]:
+            raise UsageError(f"{path}: [{key}] is missing; see studies/smoke.toml for a complete study")
+    common = {"dtype": raw.get("dtype", "float32"), "device": raw.get("device", "auto")}
+    train = _train_task(raw["train_task"])
+    held_out = _eval_task(raw.get("eval_task") or {}, train)
+    methods = _methods(raw["methods"], raw.get("base_model", "smollm2-135m"), train, common, raw.get("seed", 0))
+    methods, budget = _apply_budget(methods, raw["budget"])
+    evaluations = _evaluations(raw.get("evaluations") or {"passk": {}})
+    report = raw.get("report") or {}
+    _unknown(report, {"title"}, "report.")
+    title = str(raw.get("title", path.stem))
+    return StudySpec(str(path), title, raw.get("base_model", "smollm2-135m"), common["dtype"], common["device"],
+                     train, held_out, budget, methods, evaluations, str(report.get("title", title)))
+
+
+def _unknown(table: dict, known: set, prefix: str) -> None:
+    extra = sorted(set(table) - set(known))
+    if extra:
+        raise UsageError(f"unknown key {prefix}{extra[0]}: valid keys here are {', '.join(sorted(known))}")
+
+
+def _train_task(table: dict) -> dict:
+    _unknown(table, {"name", "size", "seed", "config"}, "train_task.")
+    if "name" not in table:
+        raise UsageError("train_task.name is missing: a task name (e.g. arith, chain_sum) or a problem file")
+    task = {"name": str(table["name"]), "size": int(table.get("size", 200)), "seed": int(table.get("seed", 0)),
+            "config": dict(table.get("config") or {})}
+    _load(task, "train_task")
+    return task
+
+
+def _eval_task(table: dict, train: dict) -> dict:
+    """The held-out split: the training generator with another seed, no problem id in common."""
+    _unknown(table, {"seed", "size", "limit"}, "eval_task.")
+    held = {**train, "seed": int(table.get("seed", train["seed"] + 1)), "size": int(table.get("size", train["size"])),
+            "limit": int(table.get("limit", 50))}
+    if held["seed"] == train["seed"]:
+        raise UsageError(f"eval_task.seed {held['seed']}: the held-out split needs another seed than train_task.seed")
+    if held["limit"] < 1:
+        raise UsageError(f"eval_task.limit {held['limit']}: need at least 1 held-out problem")
+    shared = {p.id for p in _load(train, "train_task").problems} & {p.id for p in _load(held, "eval_task").problems}
+    if shared:
+        raise UsageError(f"eval_task: {len(shared)} problem ids are also in the training split "
+                         f"(e.g. {sorted(shared)[0]}); a file task has one split: give another file")
+    return held
+
+
+def _load(task: dict, key: str):
+    from evalkit.tasks import load_task
+
+    try:
+        return load_task(task["name"], size=task["size"], seed=task["seed"], config=task["config"])
+    except UsageError as exc:
+        raise UsageError(f"{key}: {exc}") from None
+
+
+def _methods(table: dict, model: str, train: dict, common: dict, seed: int) -> dict:
+    from evalkit.train.es import ESOptions
+    from evalkit.train.grpo import GRPOOptions
+
+    _unknown(table, set(METHODS), "methods.")
+    shared = {"model": model, "task": train["name"], "task_size": train["size"], "task_seed": train["seed"],
+              "task_config": _json(train["config"]), "seed": seed, **common}
+    out = {}
+    for name, cls in (("es", ESOptions), ("grpo", GRPOOptions)):
+        if name in table:
+            out[name] = (_trainer(cls, table[name], shared, f"methods.{name}.", 1.0),)
+    if "es-grpo" in table:
+        stage = dict(table["es-grpo"])
+        _unknown(stage, {"es", "grpo", "es_share"}, "methods.es-grpo.")
+        share = float(stage.get("es_share", 0.5))
+        if not 0 < share < 1:
+            raise UsageError(f"methods.es-grpo.es_share {share}: must be between 0 and 1")
+        out["es-grpo"] = (
+            _trainer(ESOptions, {**table.get("es", {}), **stage.get("es", {})}, shared, "methods.es-grpo.es.", share),
+            _trainer(GRPOOptions, {**table.get("grpo", {}), **stage.get("grpo", {})}, shared,
+                     "methods.es-grpo.grpo.", 1 - share),
+        )
+    return out
+
+
+def _trainer(cls, table: dict, shared: dict, prefix: str, share: float) -> Trainer:
+    names = {f.name for f in fields(cls)} - SET_BY_STUDY - {"seed"}
+    _unknown(table, names, prefix)
+    try:
+        opts = cls(**{**shared, **table})
+    except TypeError as exc:
+        raise UsageError(f"{prefix}: {exc}") from None
+    return Trainer(opts, share, bool({"iterations", "steps"} & set(table)))
+
+
+def _json(config: dict) -> str:
+    import json
+
+    return json.dumps(config, sort_keys=True)
+
+
+def _per_unit(opts, unit: str) -> int:
+    """What one ES iteration / GRPO step spends, in completions or tokens."""
+    if hasattr(opts, "population"):
+        completions = opts.population * opts.prompts_per_iteration
+    else:
+        if opts.dynamic_sampling:
+            raise UsageError("methods.grpo.dynamic_sampling: its completions per step vary, so it cannot "
+                             "share a budget; leave it off in a study")
+        completions = opts.prompts_per_step * opts.group_size
+    return completions * (opts.max_new_tokens if unit == "tokens" else 1)
+
+
+def _spend(trainer: Trainer, total: int, unit: str) -> tuple[Trainer, int]:
+    """The trainer with its iterations/steps from the budget (unless given), and what it spends."""
+    field = "iterations" if trainer.kind == "es" else "steps"
+    per = _per_unit(trainer.opts, unit)
+    if not trainer.explicit:
+        trainer = replace(trainer, opts=replace(trainer.opts, **{field: max(1, round(total * trainer.share / per))}))
+    return trainer, getattr(trainer.opts, field) * per
+
+
+def _apply_budget(methods: dict, table: dict) -> tuple[dict, dict]:
+    _unknown(table, {"unit", "per_method"}, "budget.")
+    unit = table.get("unit", "completions")
+    if unit not in ("completions", "tokens"):
+        raise UsageError(f"budget.unit {unit!r}: choose completions or tokens")
+    total = table.get("per_method")
+    if not isinstance(total, int) or total < 1:
+        raise UsageError("budget.per_method: give the completions (or tokens) each method may generate, e.g. 3072")
+    spent, out = {}, {}
+    for name, trainers in methods.items():
+        done = [_spend(t, total, unit) for t in trainers]
+        out[name], spent[name] = tuple(t for t, _ in done), sum(s for _, s in done)
+    if max(spent.values()) > (1 + TOLERANCE) * min(spent.values()):
+        listing = ", ".join(f"{m} {v}" for m, v in spent.items())
+        raise UsageError(f"budget: the methods spend {listing} {unit}; they must be within {TOLERANCE:.0%} "
+                         "of each other (change iterations/steps or the batch sizes)")
+    return out, {"unit": unit, "per_method": total, "spent": spent}
+
+
+def _evaluations(table: dict) -> dict:
+    _unknown(table, set(EVALUATIONS), "evaluations.")
+    if "passk" not in table:
+        raise UsageError("evaluations.passk is missing: the other evaluations read its held-out runs")
+    out = {}
+    for name, options in table.items():
+        _unknown(options, set(EVALUATIONS[name]), f"evaluations.{name}.")
+        out[name] = {**EVALUATIONS[name], **options}
+    return out

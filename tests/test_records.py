@@ -1,0 +1,78 @@
+"""Run records: one schema with a `schema_version`; folders written before it still read and resume.
+
+Schema 1 (evalkit 0.1) had no `schema_version` and stored `options.task_config` as a JSON string;
+schema 2 stores it as the object it encodes, like `task.config`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evalkit.runstore import SCHEMA_VERSION, upgrade
+
+RESULTS = Path(__file__).parents[1] / "results"
+
+
+def _as_schema_1(path: Path) -> None:
+    """Rewrite a run.json as evalkit 0.1 wrote it."""
+    record = json.loads(path.read_text())
+    record.pop("schema_version", None)
+    for key in ("options", "es", "grpo"):
+        if isinstance(record.get(key), dict) and "task_config" in record[key]:
+            record[key]["task_config"] = json.dumps(record[key]["task_config"], sort_keys=True)
+    path.write_text(json.dumps(record, indent=2))
+
+
+def test_upgrade_reads_schema_1_as_the_current_schema():
+    old = {"kind": "train-grpo", "options": {"task_config": '{"max_operand": 9}', "lr": 1e-5}}
+    new = upgrade(old)
+    assert new["schema_version"] == SCHEMA_VERSION and new["options"]["task_config"] == {"max_operand": 9}
+    assert old["options"]["task_config"] == '{"max_operand": 9}'  # the stored record is not changed
+    assert upgrade(new) is new
+
+
+def test_a_schema_1_training_run_resumes(tiny_model, tmp_path):
+    from evalkit.train.grpo import GRPOOptions, run_grpo
+
+    opts = GRPOOptions(model=str(tiny_model), task="arith", task_size=8, task_config='{"max_operand": 9}',
+                       group_size=2, prompts_per_step=1, steps=1, max_new_tokens=2, grader_workers=1,
+                       save_every=1, device="cpu")
+    out = tmp_path / "grpo"
+    run_grpo(opts, out)
+    assert json.loads((out / "run.json").read_text())["options"]["task_config"] == {"max_operand": 9}
+    _as_schema_1(out / "run.json")
+    from dataclasses import replace
+
+    summary = run_grpo(replace(opts, steps=2), out)  # resumes from step 1, not refused
+    assert summary["complete"] and summary["steps"] == 2
+
+
+@pytest.mark.parametrize("name", ["e2e", "demo"])
+def test_committed_runs_read_as_the_current_schema(name, tmp_path):
+    from analyses.runs import load_run
+
+    run = Path(shutil.copytree(RESULTS / name, tmp_path / name))
+    _as_schema_1(run / "run.json")
+    loaded = load_run(run)
+    assert loaded.summary["grader"].startswith("math-2") and len(loaded.samples) == loaded.summary["samples"]
+    assert upgrade(json.loads((run / "run.json").read_text()))["schema_version"] == SCHEMA_VERSION
+
+
+@pytest.mark.slow
+def test_the_committed_e2e_run_resumes_as_written(tmp_path):
+    """results/e2e was written before schema_version existed: rerunning its command resumes it
+    (nothing to sample: it is complete) instead of refusing it."""
+    from typer.testing import CliRunner
+
+    from evalkit.cli import app
+
+    run = Path(shutil.copytree(RESULTS / "e2e", tmp_path / "e2e"))
+    before = (run / "samples.jsonl").read_bytes()
+    args = ["passk", "smollm2-135m", "--task", "arith", "--n", "4", "--k", "1,2,4", "--limit", "6",
+            "--max-new-tokens", "24", "--seed", "0", "--out", str(run)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (run / "samples.jsonl").read_bytes() == before
