@@ -117,7 +117,7 @@ def _problem_entropy(run: Run):
 
 
 def _entropy(runs: dict) -> dict | None:
-    from metrics.paired import paired_difference
+    from metrics.passk import bootstrap_passk
 
     if "base" not in runs or not runs["base"].has_entropy():
         return None
@@ -126,9 +126,11 @@ def _entropy(runs: dict) -> dict | None:
     for m in (m for m in runs if m != "base"):
         other = _problem_entropy(runs[m])
         shared = base.index.intersection(other.index)
-        d = paired_difference(base.loc[shared].to_numpy(), other.loc[shared].to_numpy())
-        rows[f"{m} - base"] = {"base_entropy": d["base_accuracy"], "entropy": d["model_accuracy"],
-                               **{k: d[k] for k in ("difference", "ci_low", "ci_high", "n")}}
+        a, b = base.loc[shared].to_numpy(), other.loc[shared].to_numpy()
+        (low,), (high,) = bootstrap_passk((b - a)[:, None], n_boot=2000)  # percentile bootstrap over problems
+        rows[f"{m} - base"] = {"base_entropy": float(a.mean()), "entropy": float(b.mean()),
+                               "difference": float((b - a).mean()), "ci_low": float(low), "ci_high": float(high),
+                               "n": int(len(shared))}
     verdict = "inconclusive"
     if {"es - base", "grpo - base"} <= set(rows):
         es, grpo = _sign(rows["es - base"]), _sign(rows["grpo - base"])
@@ -153,8 +155,10 @@ def _sparsity(root: Path, methods: list[str]) -> dict | None:
                                                    "update_norm")}
     if not rows:
         return None
+    for r in rows.values():
+        r["equals_base"] = r["changed_frac_bits"] == 0
     verdict = "inconclusive"
-    if {"es", "grpo"} <= set(rows):
+    if {"es", "grpo"} <= set(rows) and not (rows["es"]["equals_base"] or rows["grpo"]["equals_base"]):
         es, grpo = rows["es"], rows["grpo"]
         sparser = es["changed_frac_rel"] < grpo["changed_frac_rel"]
         concentrated = es["top_1pct_share"] > grpo["top_1pct_share"]
@@ -239,7 +243,8 @@ def _figures(claim: dict) -> str:
     if claim["claim"] in ("entropy", "es-grpo"):
         return "; ".join(f"{name}: {ci(r)}" for name, r in claim["differences"].items())
     if claim["claim"] == "sparsity":
-        return "; ".join(f"{m}: changed {r['changed_frac_bits']:.1%} (bits), {r['changed_frac_rel']:.1%} beyond "
+        return "; ".join(f"{m}: equals its base (no weight changed)" if r["equals_base"] else
+                         f"{m}: changed {r['changed_frac_bits']:.1%} (bits), {r['changed_frac_rel']:.1%} beyond "
                          f"bf16, top-1% share {r['top_1pct_share']:.1%}" for m, r in claim["by_method"].items())
     return "; ".join(f"{m}: {r['verdict'].split(':')[0]}, KL/token {r['kl_per_token']}"
                      for m, r in claim["by_method"].items())

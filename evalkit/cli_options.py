@@ -55,6 +55,9 @@ HELP = {
     "iterations": "ES iterations (total; raise it to extend a run).",
     "prompts_per_iteration": "Prompts scored per ES iteration (greedy, fitness = mean reward).",
     "noise": "iid (per-tensor seeds) or correlated (original code: one seed for all tensors).",
+    "fitness": "reward (the paper: mean 0/1 reward of greedy completions) or answer_logprob (mean per-token "
+               "log-probability of the reference answer, teacher-forced: dense, a departure from the paper; "
+               "metrics' reward is then the unperturbed model's greedy reward).",
     "group_size": "Completions per prompt G (TRL num_generations: 8).",
     "prompts_per_step": "Prompts (groups) per GRPO step.",
     "steps": "GRPO steps (total; raise it to extend a run).",

@@ -33,6 +33,7 @@ from evalkit.runstore import (
     SAMPLES,
     SETTINGS,
     SUMMARY,
+    FolderLock,
     append_jsonl,
     upgrade,
     write_atomic,
@@ -70,8 +71,8 @@ def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, 
     if unknown := sorted({r["problem_id"] for r in records} - set(by_id))[:3]:
         raise UsageError(f"{run}: samples of problems the task no longer has ({', '.join(unknown)})")
     new_settings = {**settings, "grader": grader_version(task.spec.kind)}
-    if dest != run:
-        RunDir.open(dest, new_settings)  # a new folder, or one this regrade started
+    # one writer: a new folder (or one this regrade started) is locked by its RunDir, in place the run's
+    held = RunDir.open(dest, new_settings) if dest != run else FolderLock(run)  # noqa: F841 (held till return)
     work = _open_work(dest, _digest(run / SAMPLES), new_settings["grader"])
     done = {(r["problem_id"], r["sample_index"]): r for r in _read_records(dest / WORK)[0]}
     todo = [r for r in records if (r["problem_id"], r["sample_index"]) not in done]

@@ -13,6 +13,7 @@ to a temporary file and renamed over the old one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -21,8 +22,8 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["SCHEMA_VERSION", "upgrade", "graded_by", "record_options", "RunDir", "write_json_atomic", "write_atomic", "read_samples", "read_jsonl", "append_jsonl", "plain_json",
-           "frame_records", "versions"]
+__all__ = ["SCHEMA_VERSION", "upgrade", "graded_by", "record_options", "FolderLock", "RunDir", "write_json_atomic",
+           "write_atomic", "read_samples", "read_jsonl", "append_jsonl", "plain_json", "frame_records", "versions"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
 # 2: `schema_version` recorded; options' task_config is a JSON object, as task.config (1: a string)
@@ -160,6 +161,79 @@ def read_samples(path: Path) -> list[dict]:
     return records
 
 
+LOCK = ".lock"
+
+
+_HELD: dict = {}  # lock file -> [open file, holders in this process]
+
+
+class FolderLock:
+    """One writer process per folder: an advisory `flock` on `folder/.lock`, held until every
+    holder in this process has released it (`release()`, or the object going away) or the
+    process ends: the kernel drops it, so no stale lock survives a SIGKILL. Another process
+    gets one line naming the holder's pid. Within a process the lock is shared (a resumed
+    run reopening its own folder)."""
+
+    def __init__(self, folder: Path):
+        folder = Path(folder)
+        self.created = not folder.exists()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = (folder / LOCK).resolve()
+        self.file_created = not self.path.exists()
+        self.held = False
+        if self.path not in _HELD:
+            _HELD[self.path] = [_acquire(self.path, folder), 0]
+        _HELD[self.path][1] += 1
+        self.held = True
+
+    def release(self, *, remove_if_created: bool = False) -> None:
+        """Drop this holder; `remove_if_created`: also remove the lock file and the folder when this
+        lock made them (a run refused before writing anything)."""
+        if not self.held:
+            return
+        self.held = False
+        entry = _HELD[self.path]
+        entry[1] -= 1
+        if entry[1] > 0:
+            return
+        del _HELD[self.path]
+        if remove_if_created and self.file_created:  # a refused run leaves nothing behind
+            self.path.unlink(missing_ok=True)
+            if self.created:
+                with contextlib.suppress(OSError):
+                    self.path.parent.rmdir()  # only when nothing else was written
+        entry[0].close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+    def __enter__(self) -> FolderLock:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _acquire(path: Path, folder: Path):
+    import fcntl
+
+    fh = open(path, "a+", encoding="utf-8")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.seek(0)
+        holder = fh.read().strip() or "another process"
+        fh.close()
+        raise UsageError(f"{folder} is being written by process {holder} (evalkit); wait for it to end, "
+                         "or use another --out") from None
+    fh.seek(0)
+    fh.truncate()
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return fh
+
+
 class RunDir:
     """One run's folder; `open` creates it or checks that it holds the same run."""
 
@@ -169,13 +243,19 @@ class RunDir:
 
     @classmethod
     def open(cls, path: str | Path, settings: dict) -> RunDir:
+        """Check or create the run folder, and hold its lock while this object lives (one writer)."""
         run = cls(Path(path), settings)
-        run._check_or_create()
+        if run.path.exists() and not run.path.is_dir():
+            raise UsageError(f"{run.path}: exists and is not a folder")
+        run.lock = FolderLock(run.path)
+        try:
+            run._check_or_create()
+        except BaseException:
+            run.lock.release(remove_if_created=True)
+            raise
         return run
 
     def _check_or_create(self) -> None:
-        if self.path.exists() and not self.path.is_dir():
-            raise UsageError(f"{self.path}: exists and is not a folder")
         stored_path = self.path / SETTINGS
         if stored_path.exists():
             try:
@@ -185,7 +265,7 @@ class RunDir:
             _refuse_if_different(self.path, upgrade(stored), self.settings)
             self._cut_torn_line()
             return
-        if self.path.exists() and any(self.path.iterdir()):
+        if any(p.name != LOCK for p in self.path.iterdir()):
             raise UsageError(f"{self.path}: folder is not empty and holds no evalkit run; use another --out")
         self.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(stored_path, self.settings)

@@ -50,6 +50,13 @@ def _updates(outputs: Sequence[Output]) -> list[tuple[str, dict, Output]]:
     return out
 
 
+def _unchanged(updates) -> list[str]:
+    """A trained model whose weights equal its base's bitwise: training did not change it."""
+    return [f"{label}: no weight changed (the trained model equals its base bitwise), so every difference "
+            "from the base in this report is zero by construction." for label, u, _ in updates
+            if u["overall"].get("changed_bits") == 0]
+
+
 def _kind_rows(updates) -> pd.DataFrame:
     rows = []
     for label, u, _ in updates:
@@ -117,7 +124,7 @@ def weights_section(outputs: Sequence[Output]) -> Section | None:
              f"rtol {s.data['options']['rtol']:g}" for s in outputs]
     blocks: list = ["Changed fraction counts entries whose raw bits differ; it depends on the dtype the "
                     "checkpoints were saved in (bf16 absorbs small updates), so the dtypes are listed.",
-                    tuple(notes), _kind_figure(kinds)]
+                    tuple(notes), *_unchanged(updates), _kind_figure(kinds)]
     if not layers.empty:
         blocks.append(_layer_figure(layers))
     blocks.append(Table("weights_kinds", "Update per module kind (norms in weight units; rel_norm = "

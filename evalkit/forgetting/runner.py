@@ -23,7 +23,7 @@ from evalkit.errors import UsageError
 from evalkit.forgetting import BENCHMARKS, MC_FORMAT, SUITES
 from evalkit.forgetting.generate import EvalSettings
 from evalkit.options import GradingOptions, ModelOptions
-from evalkit.runstore import versions
+from evalkit.runstore import FolderLock, versions
 
 __all__ = ["ForgettingOptions", "resolve_suite", "run_forgetting", "compare", "verdict", "write_outputs"]
 
@@ -107,11 +107,25 @@ def _identity(ref, dtype: str) -> dict:
 def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict:
     """Evaluate both models on every benchmark; returns the report (and writes it with `out`)."""
-    from evalkit.models import load_model, resolve_device, resolve_model
-
     _validate(opts)
     chosen, skipped = resolve_suite(opts.suite, opts.mc_files)
     loaded = [(name, kind, *_load_items(name, kind, opts)) for name, kind in chosen]  # fail early
+    lock = FolderLock(Path(out)) if out is not None else None  # one writer per output folder
+    try:
+        return _evaluate(opts, out, chosen, skipped, loaded, progress)
+    except BaseException:
+        if lock is not None:
+            lock.release(remove_if_created=True)
+        raise
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _evaluate(opts: ForgettingOptions, out, chosen, skipped, loaded, progress) -> dict:
+    """Both models on every loaded benchmark, compared; the report (written to `out` when given)."""
+    from evalkit.models import load_model, resolve_device, resolve_model
+
     refs = {"base": resolve_model(opts.base), "model": resolve_model(opts.model)}
     device = resolve_device(opts.device)
     models = {side: load_model(ref, dtype=opts.dtype, device=device) for side, ref in refs.items()}

@@ -44,9 +44,12 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None,
     names = [s.name for s in stages]
     if only is not None and only not in names:
         raise UsageError(f"--only {only}: no such stage; the stages are {', '.join(names)}")
+    from evalkit.runstore import FolderLock
+
     out = Path(out)
     _check_folder(out, state)
-    state = _record_plan(out, spec, stages, state)
+    held = FolderLock(out)  # noqa: F841 (one study process per folder, until this returns)
+    state = _record_plan(out, spec, stages, _state(out))
     for stage in stages:
         if only is not None and stage.name != only:
             continue
@@ -132,7 +135,7 @@ def _state(out: Path) -> dict:
 def _check_folder(out: Path, state: dict) -> None:
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out}: exists and is not a folder")
-    if not state and out.is_dir() and any(out.iterdir()):
+    if not state and out.is_dir() and any(p.name != ".lock" for p in out.iterdir()):
         raise UsageError(f"{out}: folder is not empty and holds no evalkit study; use another --out")
 
 

@@ -42,6 +42,7 @@ EVALUATIONS = {  # evaluator -> its options and their defaults
                    "kl_prompts": 32, "kl_samples": 1, "kl_max_new_tokens": 64},
 }
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
+SAMPLE = 50  # problems generated per split to check names, configs and ids
 TOP_KEYS = {"title", "base_model", "dtype", "device", "seed", "train_task", "eval_task", "budget", "methods",
             "evaluations", "report"}
 SET_BY_STUDY = {"model", "task", "task_size", "task_seed", "task_config", "dtype", "device", "out"}
@@ -113,7 +114,7 @@ def _train_task(table: dict) -> dict:
         raise UsageError("train_task.name is missing: a task name (e.g. arith, chain_sum) or a problem file")
     task = {"name": str(table["name"]), "size": int(table.get("size", 200)), "seed": int(table.get("seed", 0)),
             "config": dict(table.get("config") or {})}
-    _load(task, "train_task")
+    _load(task | {"size": min(task["size"], SAMPLE)}, "train_task")  # the name and config are valid
     return task
 
 
@@ -126,7 +127,11 @@ def _eval_task(table: dict, train: dict) -> dict:
         raise UsageError(f"eval_task.seed {held['seed']}: the held-out split needs another seed than train_task.seed")
     if held["limit"] < 1:
         raise UsageError(f"eval_task.limit {held['limit']}: need at least 1 held-out problem")
-    shared = {p.id for p in _load(train, "train_task").problems} & {p.id for p in _load(held, "eval_task").problems}
+    # procedural tasks number their problems `name-seed-i`, so a sample shows whether the splits share
+    # ids; a file is read whole (it has one split). Generating every problem would make --dry-run slow.
+    sample = {"size": min(train["size"], SAMPLE)}
+    shared = ({p.id for p in _load(train | sample, "train_task").problems}
+              & {p.id for p in _load(held | {"size": min(held["size"], SAMPLE)}, "eval_task").problems})
     if shared:
         raise UsageError(f"eval_task: {len(shared)} problem ids are also in the training split "
                          f"(e.g. {sorted(shared)[0]}); a file task has one split: give another file")
@@ -172,9 +177,16 @@ def _trainer(cls, table: dict, shared: dict, prefix: str, share: float) -> Train
     _unknown(table, names, prefix)
     try:
         opts = cls(**{**shared, **table})
-    except TypeError as exc:
-        raise UsageError(f"{prefix}: {exc}") from None
+        _validate(replace(opts, backend="hf"))  # values now; the backend's machine when the stage runs
+    except (TypeError, UsageError) as exc:
+        raise UsageError(f"{prefix.rstrip('.')}: {exc}") from None
     return Trainer(opts, share, bool({"iterations", "steps"} & set(table)))
+
+
+def _validate(opts) -> None:
+    from evalkit.train import es, grpo
+
+    (es.validate if hasattr(opts, "population") else grpo.validate)(opts)
 
 
 def _json(config: dict) -> str:

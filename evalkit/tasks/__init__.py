@@ -22,6 +22,7 @@ from evalkit.tasks.base import OUTCOMES, Grade, Problem, Task, TaskSpec, answer_
 __all__ = [
     "OUTCOMES", "Problem", "TaskSpec", "Task", "Grade", "TASKS", "load_task", "scorer_for", "task_names",
     "answer_text", "grader_version", "graded_by", "stale_grades", "load_task_identity", "parse_task_config",
+    "reference_completion",
 ]
 
 def _arith(size: int, seed: int, config: dict) -> Task:
@@ -71,6 +72,16 @@ def load_task(name: str, *, size: int = 200, seed: int = 0, config: dict | None 
         f"a reasoning-gym dataset ({', '.join(rgym.dataset_names())}), "
         "or a path to a .jsonl / .parquet file of problems"
     )
+
+
+def reference_completion(problem: Problem, kind: str) -> str:
+    """The reference answer written as the task's prompt asks for it (what a right completion
+    says): the bare answer for math tasks, `<answer>...</answer>` for reasoning-gym."""
+    if kind == "reasoning_gym":
+        from evalkit.tasks.rgym import answer_tag
+
+        return answer_tag(problem.answer)
+    return problem.answer
 
 
 def grader_version(kind: str) -> str:

@@ -49,6 +49,11 @@ def build(name: str, size: int, seed: int, config: dict) -> Task:
     return Task(spec, problems)
 
 
+def answer_tag(answer: str) -> str:
+    """An answer as the instruction asks for it."""
+    return f"<answer>{answer}</answer>"
+
+
 def scorer(spec: TaskSpec):
     data = _dataset(spec.name, spec.size, spec.seed, spec.config)
 

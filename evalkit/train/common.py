@@ -181,7 +181,8 @@ def rewards_of(grades) -> list[float]:
 IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", "iterations", "steps", "save_every",
                      "ray_workers", "ray_address", "threads"}
 # options added after runs existed: left out of run.json at their default, so those runs resume
-IDENTITY_OMITTED_DEFAULTS = {"backend": "hf", "ray_workers": 0, "ray_address": None, "threads": 0}
+IDENTITY_OMITTED_DEFAULTS = {"backend": "hf", "ray_workers": 0, "ray_address": None, "threads": 0,
+                             "fitness": "reward"}
 
 
 def identity_options(opts) -> dict:

@@ -69,6 +69,12 @@ class ESOptions(TrainOptions):  # backend vllm: members scored by a colocated vL
     iterations: int = 50
     prompts_per_iteration: int = 16
     noise: str = "iid"
+    # reward: the paper's fitness, mean 0/1 reward of greedy completions. answer_logprob: mean per-token
+    # log-probability of the reference answer (teacher-forced): dense, a departure from the paper
+    fitness: str = "reward"
+
+
+FITNESS = ("reward", "answer_logprob")
 
 
 def validate(opts: ESOptions) -> None:
@@ -76,6 +82,10 @@ def validate(opts: ESOptions) -> None:
         raise UsageError(f"--population {opts.population}: ES z-scores need at least 2 members (paper: 30)")
     if opts.noise not in ("iid", "correlated"):
         raise UsageError(f"--noise {opts.noise}: choose iid or correlated")
+    if opts.fitness not in FITNESS:
+        raise UsageError(f"--fitness {opts.fitness}: choose {' or '.join(FITNESS)}")
+    if opts.fitness != "reward" and (opts.uses_ray or opts.backend != "hf"):
+        raise UsageError(f"--fitness {opts.fitness} runs in one process with --backend hf")
     if opts.sigma <= 0 or opts.alpha < 0:
         raise UsageError("--sigma must be > 0 and --alpha >= 0")
     if min(opts.iterations, opts.prompts_per_iteration, opts.max_new_tokens, opts.save_every) < 1:
@@ -282,6 +292,26 @@ def member_fitness(model, tokenizer, problems, grader, opts: ESOptions, stop, sa
     return sum(rewards) / len(rewards), samples
 
 
+def answer_logprob(model, tokenizer, problems, kind: str, stop) -> float:
+    """Mean over prompts of the per-token log-probability of the reference completion (the answer
+    as the task's prompt asks for it, then the stop token), teacher-forced at temperature 1: a
+    dense fitness for `--fitness answer_logprob`, a departure from Qiu et al. (mean reward)."""
+    import torch
+
+    from evalkit.sampling import render_prompt
+    from evalkit.tasks import reference_completion
+    from evalkit.train.grpo import token_logprobs
+
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id in stop else stop[0]
+    seqs = [(tuple(tokenizer(render_prompt(tokenizer, p.prompt), add_special_tokens=False)["input_ids"]),
+             tuple(tokenizer(reference_completion(p, kind), add_special_tokens=False)["input_ids"]) + (eos,))
+            for p in problems]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
+    with torch.inference_mode():
+        logp, mask = token_logprobs(model, seqs, temperature=1.0, pad_id=pad)
+    return float(((logp * mask).sum(-1) / mask.sum(-1)).mean())
+
+
 def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, stop, sampler=None) -> dict:
     """One ES iteration in place; returns its metrics record. `sampler`: see member_fitness."""
 
@@ -293,17 +323,26 @@ def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, sto
     seeds = member_seeds(opts.seed, step, opts.population)
     before = checksums(params)
     fitness, samples, residual, misses = [], [], 0, 0
+    dense = opts.fitness == "answer_logprob"
+    if dense:  # the reward is the unperturbed model's, before the update; fitness steers the update
+        center, samples = member_fitness(model, tokenizer, problems, grader, opts, stop, sampler)
     for s in seeds:
         fixes = perturb_(params, s, opts.sigma, opts.noise)
         misses += sum(int(idx.numel()) for stored in fixes.values() for idx, _ in stored)
-        reward, member_samples = member_fitness(model, tokenizer, problems, grader, opts, stop, sampler)
+        if dense:
+            reward, member_samples = answer_logprob(model, tokenizer, problems, task.spec.kind, stop), []
+        else:
+            reward, member_samples = member_fitness(model, tokenizer, problems, grader, opts, stop, sampler)
         restore_(params, s, opts.sigma, opts.noise, fixes)
         residual += sum(a != b for a, b in zip(before, checksums(params), strict=True))
         fitness.append(reward)
         samples += member_samples
     z = population_zscores(fitness)
     es_update_(params, seeds, z, opts.alpha, opts.noise)
-    return iteration_record(step, fitness, samples, residual, misses)
+    record = iteration_record(step, fitness, samples, residual, misses)
+    if dense:
+        record.update(reward=center, reward_std=None, fitness_kind="answer_logprob")
+    return record
 
 
 def iteration_record(step: int, rewards, samples, residual: int, fixups: int) -> dict:
