@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from evalkit.cli_options import HELP, build, deprecated, with_options
-from evalkit.errors import UsageError, handle_errors
+from evalkit.cli_options import HELP, build, deprecated, int_list, with_options
+from evalkit.errors import handle_errors
 from evalkit.options import PasskOptions
 
 app = typer.Typer(
@@ -27,13 +27,6 @@ def _root() -> None:
     """What post-training did to a reasoning LLM: Pass@K, weight diffs, entropy, forgetting."""
 
 
-def _ks(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(k) for k in text.split(",") if k.strip())
-    except ValueError as exc:
-        raise UsageError(f"--k {text!r}: expected comma-separated integers, e.g. 1,2,4,8") from exc
-
-
 @app.command()
 @handle_errors
 @with_options(PasskOptions, skip=("ks", "limit", "confidence", "n_boot"))
@@ -42,6 +35,7 @@ def passk(
     out: Annotated[Path | None, typer.Option(help="Run folder (samples.jsonl, summary.json); default runs/passk-MODEL-TASK. Rerun the same command to resume.")] = None,
     k: Annotated[str, typer.Option(help="Comma-separated k values, each <= n.")] = "1,2,4,8,16",
     limit: Annotated[int, typer.Option(help="Use the first N problems of the task (0 = all).")] = 50,
+    repair: Annotated[bool, typer.Option("--repair", help="Set corrupt lines of samples.jsonl aside in samples.rejected.jsonl and sample them again.")] = False,
     workers: Annotated[int | None, typer.Option(hidden=True)] = None,
     **given,
 ) -> None:
@@ -53,11 +47,11 @@ def passk(
     from evalkit.passk import run_passk
 
     ray_workers = deprecated({"workers": workers}, "workers", "ray_workers")
-    opts = build(PasskOptions, given, model=model, ks=_ks(k), limit=limit or None,
+    opts = build(PasskOptions, given, model=model, ks=tuple(int_list(k, "--k", example="1,2,4,8", required=False)), limit=limit or None,
                  **({"ray_workers": ray_workers} if ray_workers is not None else {}))
     out = out or Path("runs") / f"passk-{Path(model).name}-{Path(opts.task).stem}"
     with passk_progress() as progress:
-        summary = run_passk(opts, out, progress=progress)
+        summary = run_passk(opts, out, progress=progress, repair=repair)
     print_passk(summary, out)
 
 

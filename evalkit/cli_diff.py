@@ -39,6 +39,9 @@ def diff(
     from evalkit.safetensors_io import CASTS
 
     threads = deprecated({"workers": workers}, "workers", "threads") or threads
+    from evalkit.runstore import check_writable
+
+    check_writable(out)  # before the work: a finished diff is never lost to a bad --out
     if len(models) not in (2, 3):
         raise UsageError(f"got {len(models)} checkpoints: give BASE OTHER, or BASE A B")
     if not (atol >= 0 and rtol >= 0):

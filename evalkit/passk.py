@@ -25,7 +25,7 @@ from pathlib import Path
 from evalkit.chunks import LocalChunks, chunk_problems, cpu_threads
 from evalkit.errors import UsageError
 from evalkit.options import PasskOptions, check_backend, check_finite
-from evalkit.runstore import RunDir
+from evalkit.runstore import RunDir, check_writable
 
 __all__ = ["PasskOptions", "run_passk", "summarize", "pick_executor"]
 
@@ -72,11 +72,13 @@ def pick_executor(opts: PasskOptions) -> tuple[PasskOptions, Callable]:
     return opts, LocalChunks
 
 
-def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None, executor: Callable | None = None) -> dict:
+def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None, executor: Callable | None = None,
+              repair: bool = False) -> dict:
     """Run (or resume) a pass@k run into `out`; returns the summary.
 
     `executor(ref, opts, device)` builds the chunk executor (default: `pick_executor`); it
-    loads its model replicas before `out` is touched.
+    loads its model replicas before `out` is touched. `repair`: corrupt lines of samples.jsonl are
+    set aside in samples.rejected.jsonl and those samples drawn again.
     """
     from evalkit.grading import Grader
     from evalkit.models import resolve_device, resolve_model, weights_hash
@@ -84,6 +86,7 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     from evalkit.tasks import grader_version, load_task, parse_task_config
 
     validate(opts)
+    check_writable(out)
     if executor is None:
         opts, executor = pick_executor(opts)
     task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=parse_task_config(opts.task_config))
@@ -107,7 +110,7 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
             "device": device,
             "cpu_threads": cpu_threads(opts, device),
         }
-        run = RunDir.open(out, settings)
+        run = RunDir.open(out, settings, repair=repair)
         started = time.monotonic()
         with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
             tokens_generated = _sample_missing(ex, grader, run, chunks, opts.n, progress)

@@ -35,6 +35,7 @@ from evalkit.runstore import (
     SUMMARY,
     FolderLock,
     append_jsonl,
+    check_writable,
     upgrade,
     write_atomic,
     write_json_atomic,
@@ -63,6 +64,7 @@ def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, 
     from evalkit.tasks import graded_by, grader_version, load_task_identity
 
     run, dest = Path(run), Path(out or run)
+    check_writable(dest)
     settings = _read_settings(run)
     records, torn = _read_records(run / SAMPLES)
     task = load_task_identity(settings["task"])

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["SCHEMA_VERSION", "upgrade", "graded_by", "record_options", "FolderLock", "RunDir", "write_json_atomic",
+__all__ = ["SCHEMA_VERSION", "upgrade", "graded_by", "record_options", "FolderLock", "RunDir", "check_writable", "write_json_atomic",
            "write_atomic", "read_samples", "read_jsonl", "append_jsonl", "plain_json", "frame_records", "versions"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
@@ -90,6 +90,23 @@ def frame_records(frame) -> list[dict]:
     return plain_json(frame.to_dict(orient="records"))
 
 
+def check_writable(out: Path | None, what: str = "--out") -> None:
+    """Refuse an output folder that cannot be written (under a regular file, read-only) before any
+    work starts, without creating anything: the nearest existing folder on its path decides."""
+    if out is None:
+        return
+    out = Path(out)
+    probe = out
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise UsageError(f"{what} {out}: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"{what} {out}: {probe} is not writable")
+
+
 def write_atomic(path: Path, write) -> None:
     """`write(fh)` into a temporary file beside `path` (text, UTF-8), fsync, then rename over
     `path`: readers see the old file or the new one, never a part."""
@@ -106,8 +123,9 @@ def write_atomic(path: Path, write) -> None:
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
+    """Strict JSON (NaN/Inf written as null), replaced atomically."""
     def dump(fh):
-        json.dump(data, fh, indent=2, sort_keys=False, default=str)
+        json.dump(plain_json(data), fh, indent=2, sort_keys=False, default=str, allow_nan=False)
         fh.write("\n")
 
     write_atomic(path, dump)
@@ -119,7 +137,7 @@ def append_jsonl(path: Path, records: Iterable[dict]) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for record in records:
-            os.write(fd, (json.dumps(record, ensure_ascii=False) + "\n").encode())
+            os.write(fd, (json.dumps(plain_json(record), ensure_ascii=False, allow_nan=False) + "\n").encode())
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -148,17 +166,38 @@ def read_jsonl(path: Path) -> list[tuple[int, dict]]:
     return records
 
 
-def read_samples(path: Path) -> list[dict]:
-    """Complete lines of a samples file; a torn last line is ignored."""
-    records = []
-    if not path.exists():
-        return records
+REJECTED = "samples.rejected.jsonl"
+
+
+REPAIR_HINT = f"rerun with --repair to set it aside in {REJECTED} and sample it again"
+
+
+def read_samples(path: Path, *, hint: str = REPAIR_HINT) -> list[dict]:
+    """Complete lines of a samples file; a torn last line is ignored, a corrupt complete line is a
+    UsageError naming it (`evalkit passk --repair` sets such lines aside and resamples them)."""
+    good, bad = _split_lines(path)
+    if bad:
+        raise UsageError(f"{path}:{bad[0][0]}: corrupt line (not a JSON record); {hint}")
+    return [record for _, record in good]
+
+
+def _split_lines(path: Path) -> tuple[list, list]:
+    """([(line number, record)], [(line number, raw bytes)]) of the complete lines of a JSONL file."""
+    good, bad = [], []
+    if not Path(path).exists():
+        return good, bad
     with open(path, "rb") as fh:
-        for raw in fh:
+        for number, raw in enumerate(fh, start=1):
             if not raw.endswith(b"\n"):
                 break  # torn by a crash mid-write
-            records.append(json.loads(raw))
-    return records
+            try:
+                record = json.loads(raw)
+                if not isinstance(record, dict):
+                    raise ValueError
+                good.append((number, record))
+            except ValueError:
+                bad.append((number, raw))
+    return good, bad
 
 
 LOCK = ".lock"
@@ -242,14 +281,17 @@ class RunDir:
         self.settings = {"schema_version": SCHEMA_VERSION, **settings}
 
     @classmethod
-    def open(cls, path: str | Path, settings: dict) -> RunDir:
-        """Check or create the run folder, and hold its lock while this object lives (one writer)."""
+    def open(cls, path: str | Path, settings: dict, *, repair: bool = False) -> RunDir:
+        """Check or create the run folder, and hold its lock while this object lives (one writer).
+        `repair`: corrupt lines of samples.jsonl move to samples.rejected.jsonl (to be sampled again)."""
         run = cls(Path(path), settings)
         if run.path.exists() and not run.path.is_dir():
             raise UsageError(f"{run.path}: exists and is not a folder")
         run.lock = FolderLock(run.path)
         try:
             run._check_or_create()
+            if repair:
+                run._set_aside_corrupt_lines()
         except BaseException:
             run.lock.release(remove_if_created=True)
             raise
@@ -279,6 +321,16 @@ class RunDir:
         if end != len(data):
             with open(path, "r+b") as fh:
                 fh.truncate(end)
+
+    def _set_aside_corrupt_lines(self) -> int:
+        path = self.path / SAMPLES
+        good, bad = _split_lines(path)
+        if bad:
+            with open(self.path / REJECTED, "ab") as fh:
+                fh.writelines(raw for _, raw in bad)
+            write_atomic(path, lambda fh: fh.writelines(
+                json.dumps(r, ensure_ascii=False) + "\n" for _, r in good))
+        return len(bad)
 
     def samples(self) -> list[dict]:
         return read_samples(self.path / SAMPLES)

@@ -118,9 +118,22 @@ def _guard(found: Found, what: str, make):
         return None
 
 
+def _usable(found: Found) -> bool:
+    return bool(found.runs or found.trainers or any(found.outputs.values()))
+
+
 def build_report(paths: Sequence[str | Path], out: Path, *, title: str = "evalkit report") -> ReportResult:
-    """Discover the inputs, build every section their data allows, write DIR (see document.py)."""
+    """Discover the inputs, build every section their data allows, write DIR (see document.py).
+    No usable input at all is a UsageError saying, for each input, what it lacks."""
+    from evalkit.errors import UsageError
+    from evalkit.runstore import check_writable
+
+    check_writable(out)
     found = discover(paths)
+    if not _usable(found):
+        listing = "; ".join(f"{p}: {why}" for p, why in found.problems) or "nothing was given"
+        raise UsageError(f"no usable input for a report ({listing}); give passk run folders or the outputs "
+                         "of evalkit diff/entropy/length/groups/forgetting/train")
     sections = build_sections(found)
     written = write_document(title, sections, Path(out))
     return ReportResult(Path(out), tuple(written), tuple(s.key for s in sections), tuple(found.problems))

@@ -107,7 +107,10 @@ def _identity(ref, dtype: str) -> dict:
 def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict:
     """Evaluate both models on every benchmark; returns the report (and writes it with `out`)."""
+    from evalkit.runstore import check_writable
+
     _validate(opts)
+    check_writable(out)
     chosen, skipped = resolve_suite(opts.suite, opts.mc_files)
     loaded = [(name, kind, *_load_items(name, kind, opts)) for name, kind in chosen]  # fail early
     lock = FolderLock(Path(out)) if out is not None else None  # one writer per output folder

@@ -40,6 +40,9 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None,
               on_stage: Callable[[str, str], None] | None = None) -> dict:
     """Run (or resume) the study into `out`; returns study.json. `only`: run that stage alone
     (the stages it reads must be done). `on_stage(name, status)` is told of each stage."""
+    from evalkit.runstore import check_writable
+
+    check_writable(out)
     spec, stages, state = study_plan(spec_path, out)
     names = [s.name for s in stages]
     if only is not None and only not in names:

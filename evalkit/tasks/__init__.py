@@ -67,10 +67,15 @@ def load_task(name: str, *, size: int = 200, seed: int = 0, config: dict | None 
 
     if name in rgym.dataset_names():
         return rgym.build(name, size, seed, config)
+    import difflib
+
+    names = rgym.dataset_names()
+    close = difflib.get_close_matches(name, [*TASKS, *names], n=3)
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
     raise UsageError(
-        f"unknown task {name!r}: use one of evalkit's tasks ({', '.join(sorted(TASKS))}), "
-        f"a reasoning-gym dataset ({', '.join(rgym.dataset_names())}), "
-        "or a path to a .jsonl / .parquet file of problems"
+        f"unknown task {name!r}: use evalkit's {', '.join(sorted(TASKS))}, one of the {len(names)} reasoning-gym "
+        "datasets (e.g. chain_sum, countdown, basic_arithmetic; all: python -c \"import reasoning_gym.factory as f; "
+        f"print(sorted(f.DATASETS))\"), or a path to a .jsonl / .parquet file of problems{hint}"
     )
 
 

@@ -49,8 +49,11 @@ def run_es_grpo(es_opts, grpo_opts, out: Path, *, progress_for=None) -> dict:
 
     if es_opts.model != grpo_opts.model:
         raise UsageError("es-grpo: the GRPO stage starts from ES's checkpoint; give --model once")
+    from evalkit.runstore import check_writable
+
     es_validate(es_opts)  # both stages' settings and backends, before any folder is made
     grpo_validate(grpo_opts)
+    check_writable(out)
     from evalkit.train.common import identity_options
 
     run = RunDir.open(out, {"kind": "train-es-grpo", "es": identity_options(es_opts),

@@ -91,6 +91,13 @@ def step_dir(out: Path, step: int) -> Path:
     return Path(out) / f"step-{step:06d}"
 
 
+def sweep_partial_checkpoints(out: Path) -> None:
+    """Remove `.step-NNNNNN.tmp*` folders a killed save left behind (only complete, renamed
+    checkpoints are ever read)."""
+    for tmp in Path(out).glob(".step-*.tmp*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def latest_checkpoint(out: Path) -> Checkpoint | None:
     """The complete checkpoint with the highest step, or None."""
     found = []
@@ -112,11 +119,15 @@ def save_checkpoint(model, tokenizer, out: Path, step: int, state: dict, *, opti
     final = step_dir(out, step)
     tmp = final.with_name(f".{final.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    if optimizer is not None:
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    write_json_atomic(tmp / STATE_FILE, {"step": step, **state})
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        if optimizer is not None:
+            torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        write_json_atomic(tmp / STATE_FILE, {"step": step, **state})
+    except BaseException:  # Ctrl-C or a full disk mid-save: no half-written folder is left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
@@ -136,7 +147,7 @@ class MetricsLog:
     def records(self) -> list[dict]:
         from evalkit.runstore import read_samples
 
-        return read_samples(self.path)
+        return read_samples(self.path, hint="remove it (the steps after the newest checkpoint are redone)")
 
     def keep_through(self, step: int) -> None:
         """Drop lines after `step` (work redone on resume) and any torn line."""
@@ -239,10 +250,13 @@ def start_run(out: Path, kind: str, opts) -> Start:
     the backend, comes first): the task loaded, the run folder opened or checked (`open_run`),
     the metrics log cut back to the newest checkpoint."""
     from evalkit.models import ModelRef, resolve_device
+    from evalkit.runstore import check_writable
 
+    check_writable(out)
     device = resolve_device(opts.device)
     task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
     run, ref, ckpt = open_run(out, kind, opts, task)
+    sweep_partial_checkpoints(out)
     step = ckpt.step if ckpt else 0
     log = MetricsLog(Path(out) / "metrics.jsonl")
     log.keep_through(step)

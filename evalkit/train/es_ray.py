@@ -293,10 +293,17 @@ def run_es_ray(opts: ESOptions, out: Path, *, progress: Callable | None = None) 
     `opts.ray_address` when given; `opts.threads` each, default cores // workers); same run
     folder. Called by `run_es` when the options ask for Ray."""
     from evalkit.models import ModelRef, resolve_device
-    from evalkit.train.common import MetricsLog, load_training_task, open_run
+    from evalkit.runstore import check_writable
+    from evalkit.train.common import (
+        MetricsLog,
+        load_training_task,
+        open_run,
+        sweep_partial_checkpoints,
+    )
     from metrics.grpo import population_zscores
 
     validate(opts)
+    check_writable(out)
     workers, address = opts.ray_workers or 1, opts.ray_address
     threads = opts.threads
     task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
@@ -305,6 +312,7 @@ def run_es_ray(opts: ESOptions, out: Path, *, progress: Callable | None = None) 
                         threads=threads or default_threads(workers, address), address=address)
     try:
         run, ref, ckpt = open_run(out, "train-es", opts, task)
+        sweep_partial_checkpoints(out)
         start = ckpt.step if ckpt else 0
         log = MetricsLog(Path(out) / "metrics.jsonl")
         log.keep_through(start)
