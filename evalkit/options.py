@@ -7,7 +7,8 @@ one name and one default per meaning), so `evalkit passk`, `evalkit train` and
 `evalkit forgetting` spell and default them alike:
 
     ModelOptions    model, dtype, device
-    TaskOptions     task, task_size, task_seed, task_config (JSON text)
+    TaskOptions     task, task_size, task_seed, task_config (JSON text); preset and *_field
+                    for dataset and file tasks
     GradingOptions  grader_workers (processes), grade_timeout (seconds)
     ScaleOptions    backend (hf | vllm), ray_workers, ray_address, threads
 
@@ -41,6 +42,20 @@ class TaskOptions:
     task_size: int = 200
     task_seed: int = 0
     task_config: str = "{}"
+    # dataset and file tasks (evalkit.tasks.hf): a benchmark preset and the fields to read
+    preset: str | None = None
+    question_field: str | None = None
+    answer_field: str | None = None
+    id_field: str | None = None
+
+    def task_config_dict(self) -> dict:
+        """`task_config` parsed, with the dataset options merged in (when given)."""
+        from evalkit.tasks import parse_task_config
+
+        config = parse_task_config(self.task_config)
+        extra = {k: getattr(self, k) for k in ("preset", "question_field", "answer_field", "id_field")
+                 if getattr(self, k)}
+        return {**config, **extra}
 
 
 @dataclass(frozen=True)

@@ -83,13 +83,13 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     from evalkit.grading import Grader
     from evalkit.models import resolve_device, resolve_model, weights_hash
     from evalkit.sampling import render_prompt
-    from evalkit.tasks import grader_version, load_task, parse_task_config
+    from evalkit.tasks import grader_version, load_task
 
     validate(opts)
     check_writable(out)
     if executor is None:
         opts, executor = pick_executor(opts)
-    task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=parse_task_config(opts.task_config))
+    task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=opts.task_config_dict())
     problems = task.problems[: opts.limit] if opts.limit else task.problems
     ref = resolve_model(opts.model)
     device = resolve_device(opts.device)

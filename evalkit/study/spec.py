@@ -45,7 +45,8 @@ TOLERANCE = 0.10  # largest allowed relative difference between the methods' bud
 SAMPLE = 50  # problems generated per split to check names, configs and ids
 TOP_KEYS = {"title", "base_model", "dtype", "device", "seed", "train_task", "eval_task", "budget", "methods",
             "evaluations", "report"}
-SET_BY_STUDY = {"model", "task", "task_size", "task_seed", "task_config", "dtype", "device", "out"}
+SET_BY_STUDY = {"model", "task", "task_size", "task_seed", "task_config", "dtype", "device", "out", "preset",
+                "question_field", "answer_field", "id_field"}
 
 
 @dataclass(frozen=True)

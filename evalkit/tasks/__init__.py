@@ -59,10 +59,14 @@ def load_task(name: str, *, size: int = 200, seed: int = 0, config: dict | None 
     if name in TASKS:
         return TASKS[name](size, seed, config)
     path = Path(name).expanduser()
+    if name.startswith("hf:") or path.is_dir():
+        from evalkit.tasks import hf
+
+        return hf.load(name, config)
     if path.suffix.lower() in (".jsonl", ".parquet") or path.exists():
         from evalkit.tasks import files
 
-        return files.load(path)
+        return files.load(path, config)
     from evalkit.tasks import rgym
 
     if name in rgym.dataset_names():
@@ -75,7 +79,8 @@ def load_task(name: str, *, size: int = 200, seed: int = 0, config: dict | None 
     raise UsageError(
         f"unknown task {name!r}: use evalkit's {', '.join(sorted(TASKS))}, one of the {len(names)} reasoning-gym "
         "datasets (e.g. chain_sum, countdown, basic_arithmetic; all: python -c \"import reasoning_gym.factory as f; "
-        f"print(sorted(f.DATASETS))\"), or a path to a .jsonl / .parquet file of problems{hint}"
+        f"print(sorted(f.DATASETS))\"), a dataset (hf:NAME[:CONFIG][:SPLIT] or a folder), or a .jsonl / .parquet "
+        f"file of problems{hint}"
     )
 
 

@@ -11,6 +11,7 @@ Example line: {"id": "q1", "question": "What is 2+2?", "answer": "4"}
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
@@ -21,12 +22,17 @@ QUESTION_KEYS = ("question", "problem", "prompt")
 ANSWER_KEYS = ("answer", "solution", "final_answer")
 
 
-def load(path: Path) -> Task:
+def load(path: Path, config: dict | None = None) -> Task:
+    """The file's problems. `config` (from --preset, --question-field, ...): read the records as a
+    dataset's rows are read (evalkit.tasks.hf), with that preset's gold answers and prompt."""
     if not path.is_file():
         raise UsageError(f"{path}: no such task file")
     records = _read_parquet(path) if path.suffix.lower() == ".parquet" else read_jsonl(path)
     if not records:
         raise UsageError(f"{path}: holds no problems")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if config:
+        return _load_with(path, records, config, digest)
     problems = []
     for lineno, record in records:
         question = _first(record, QUESTION_KEYS)
@@ -41,8 +47,23 @@ def load(path: Path) -> Task:
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         raise UsageError(f"{path}: problem ids are not unique")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
     spec = TaskSpec(path.stem, "math", len(problems), None, "{}", str(path.resolve()), digest)
+    return Task(spec, tuple(problems))
+
+
+def _load_with(path: Path, records: list, config: dict, digest: str) -> Task:
+    import json
+
+    from evalkit.tasks.hf import rows_to_problems, source_options
+
+    preset, fields = source_options(config, str(path))
+    rows = [r for _, r in records]
+    columns = set().union(*(r.keys() for r in rows))
+    problems, used = rows_to_problems(rows, columns, str(path), path.stem, preset, fields)
+    if not fields.get("id") and "id" not in columns:  # line numbers, as without a config
+        problems = [replace(p, id=str(lineno)) for p, (lineno, _) in zip(problems, records, strict=True)]
+    spec = TaskSpec(path.stem, "math", len(problems), None, json.dumps(used, sort_keys=True), str(path.resolve()),
+                    digest)
     return Task(spec, tuple(problems))
 
 

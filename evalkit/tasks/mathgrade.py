@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from evalkit.tasks.base import Grade, Problem, answer_text
 
-__all__ = ["score", "final_answer", "Found", "VERSION"]
+__all__ = ["score", "final_answer", "last_boxed", "Found", "VERSION"]
 
 # Bump whenever a change can change a grade: stored runs name the version that graded them.
 VERSION = "math-2"
@@ -109,6 +109,11 @@ def final_answer(completion: str, question: str) -> Found | None:
             value = _last_side(value)
             return Found(value, rule, _restates(value, operands))
     return _last_number(_FRAC.sub(r" \1/\2", text), operands)
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last non-empty `\\boxed{...}` / `\\fbox{...}` (balanced braces), or None."""
+    return _boxed(text)
 
 
 def _boxed(text: str) -> str | None:

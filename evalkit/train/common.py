@@ -162,11 +162,13 @@ class MetricsLog:
         append_jsonl(self.path, [record])
 
 
-def load_training_task(name: str, size: int, seed: int, config: str):
-    """The task, refusing one whose scorer cannot be built (no reward)."""
+def load_training_task(name: str, size: int, seed: int, config: str | dict):
+    """The task (`config`: the --task-config JSON, or its dict with the dataset options merged,
+    `opts.task_config_dict()`), refusing one whose scorer cannot be built (no reward)."""
     from evalkit.tasks import load_task, parse_task_config, scorer_for
 
-    task = load_task(name, size=size, seed=seed, config=parse_task_config(config))
+    config = parse_task_config(config) if isinstance(config, str) else config
+    task = load_task(name, size=size, seed=seed, config=config)
     try:
         scorer_for(task.spec)
     except UsageError as exc:
@@ -193,7 +195,8 @@ IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", 
                      "ray_workers", "ray_address", "threads"}
 # options added after runs existed: left out of run.json at their default, so those runs resume
 IDENTITY_OMITTED_DEFAULTS = {"backend": "hf", "ray_workers": 0, "ray_address": None, "threads": 0,
-                             "fitness": "reward"}
+                             "fitness": "reward", "preset": None, "question_field": None, "answer_field": None,
+                             "id_field": None}
 
 
 def identity_options(opts) -> dict:
@@ -254,7 +257,7 @@ def start_run(out: Path, kind: str, opts) -> Start:
 
     check_writable(out)
     device = resolve_device(opts.device)
-    task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
+    task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config_dict())
     run, ref, ckpt = open_run(out, kind, opts, task)
     sweep_partial_checkpoints(out)
     step = ckpt.step if ckpt else 0

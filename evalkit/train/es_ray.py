@@ -80,7 +80,7 @@ class ESWorker:
         from evalkit.train.common import load_training_task
 
         opts = self.opts
-        self.task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
+        self.task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config_dict())
         self.grader = Grader(self.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout)
         self.grader_error: list[BaseException] = []
         self.grader_start = threading.Thread(target=self._start_grader, daemon=True)
@@ -306,7 +306,7 @@ def run_es_ray(opts: ESOptions, out: Path, *, progress: Callable | None = None) 
     check_writable(out)
     workers, address = opts.ray_workers or 1, opts.ray_address
     threads = opts.threads
-    task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config)
+    task = load_training_task(opts.task, opts.task_size, opts.task_seed, opts.task_config_dict())
     # the actors start now: their imports and graders overlap the run folder's weight hashing
     pop = RayPopulation(opts, resolve_device(opts.device), workers=workers,
                         threads=threads or default_threads(workers, address), address=address)
