@@ -144,3 +144,12 @@ def test_a_missing_hub_dataset_offline_is_one_clear_line(monkeypatch):
     assert "\n" not in str(info.value)
     with pytest.raises(UsageError, match="hf:NAME"):
         load_task("hf:a:b:c:d")
+
+
+def test_a_missing_split_is_refused(tmp_path):
+    folder = tmp_path / "jsonfolder"
+    folder.mkdir()
+    (folder / "test.json").write_text(json.dumps({"question": "1+1?", "answer": "2"}) + "\n")
+    assert [p.answer for p in load_task(f"hf:{folder}").problems] == ["2"]  # data files through load_dataset
+    with pytest.raises(UsageError, match="split nope"):
+        load_task(f"hf:{folder}::nope")
