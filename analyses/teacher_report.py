@@ -20,28 +20,15 @@ import numpy as np
 import pandas as pd
 
 from analyses.sample_stats import Report
-from evalkit.errors import UsageError
 
 __all__ = ["teacher_report", "run_records"]
 
 
 def run_records(run) -> list[dict]:
     """prompt/completion records of a passk run, prompts rebuilt from its task."""
-    from analyses.runs import load_problems
+    from evalkit.teacher import records_of_run
 
-    try:
-        problems = load_problems(run)
-    except UsageError as exc:
-        raise UsageError(f"{exc}; write a JSONL of prompt/completion and pass that to --samples") from exc
-    prompts = {pid: p.prompt for pid, p in problems.items()}
-    temperature = float((run.summary.get("sampling") or {}).get("temperature", 1.0))
-    records = []
-    for row in run.samples.itertuples():
-        if row.problem_id not in prompts:
-            raise UsageError(f"{run.path}: problem {row.problem_id} is not in the rebuilt task")
-        records.append({"prompt": prompts[row.problem_id], "completion": row.completion or "",
-                        "temperature": temperature, "finish_reason": row.finish_reason})
-    return records
+    return records_of_run(run.path)
 
 
 def teacher_report(samples: Path, run, records: list[dict], values: list, num_tokens: list, model: dict, *,

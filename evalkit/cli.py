@@ -76,3 +76,6 @@ from evalkit.cli_regrade import regrade  # noqa: E402
 app.command("regrade")(handle_errors(regrade))
 from evalkit.cli_study import study  # noqa: E402
 app.command("study")(handle_errors(study))
+from evalkit.cli_traces import tokens, traces  # noqa: E402
+app.command("traces")(handle_errors(traces))
+app.command("tokens")(handle_errors(tokens))

@@ -78,6 +78,7 @@ HELP = {
     "max_grad_norm": "Gradient clipping norm.",
     "weight_decay": "AdamW weight decay (TRL: 0.0).",
     "micro_batch": "Sequences per forward/backward (memory, not the result).",
+    "samples": "A passk run folder of the student (its own samples are scored).",
 }
 
 Out = Annotated[Path | None, typer.Option(help="Output folder; rerun the same command to resume.")]

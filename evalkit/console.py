@@ -400,3 +400,62 @@ def print_study_plan(spec, stages, statuses: list[str], out: Path) -> None:
                       else "-", status)
     console.print(table)
     console.print(f"estimated generated tokens: {sum(s.tokens for s in stages):,}")
+
+
+# ---------------------------------------------------------------- traces, tokens
+
+
+def print_traces(report: dict, out: Path | None) -> None:
+    prob = report["probability"]
+    console.print(f"[bold]traces under {report['policy']['name']}[/bold]: {report['traces_scored']} traces, "
+                  f"{report['tokens']} tokens, NLL/token {num(report['nll_per_token'])}, "
+                  f"entropy {num(report['mean_entropy'])} nats")
+    if prob.get("n"):
+        console.print(f"token probability: median {num(prob['q50'])}, q05 {num(prob['q05'])}; "
+                      f"below 0.01: {pct(prob['share_below_0.01'])}, below 0.1: {pct(prob['share_below_0.1'])}")
+    gap = report.get("idiolect_gap")
+    if gap:
+        console.print(f"idiolect gap (traces NLL - own NLL, per token): {gap['gap']:+.3f} "
+                      f"[{gap['ci_low']:+.3f}, {gap['ci_high']:+.3f}] over {gap['prompts']} prompts "
+                      f"(traces {num(gap['traces_nll'])}, own {num(gap['own_nll'])})")
+    clip = report.get("clip")
+    if clip:
+        table = Table(title=f"ratio pi_policy / pi_behaviour ({report['behaviour']}) outside "
+                            f"[{1 - clip['eps_low']:g}, {1 + clip['eps_high']:g}]")
+        for col in ("tokens", "below", "above", "outside", "n"):
+            table.add_column(col, justify="right")
+        for name in ("all_tokens", "answer_tokens"):
+            c = clip[name]
+            table.add_row(name.replace("_", " "), pct(c["below"]), pct(c["above"]), pct(c["outside"]), str(c["n"]))
+        console.print(table)
+    _print_context("least likely tokens", report["least_likely"], "probability")
+    if out is not None:
+        console.print(f"wrote {out / 'traces.json'} and CSV tables")
+
+
+def print_tokens(report: dict, out: Path | None) -> None:
+    m = report["models"]
+    console.print(f"[bold]{m['teacher']['name']} (teacher) vs {m['student']['name']} (student)[/bold] on "
+                  f"{report['trajectories']} samples, {report['tokens']} tokens: reverse KL/token "
+                  f"{sig(report['reverse_kl_per_token'])}, forward KL/token {sig(report['forward_kl_per_token'])}, "
+                  f"argmax agreement {pct(report['argmax_agreement'])}")
+    shares = ", ".join(f"{k.replace('_', ' ')}: {pct(v)}" for k, v in report["concentration"].items())
+    half = report["tokens_for_half"]
+    console.print(f"share of the total reverse KL held by the most divergent tokens: {shares}; tokens per "
+                  f"trajectory for half its divergence: median {num(half['median'], 1)}")
+    where = report["where"]
+    console.print(f"in the final answer: {pct(where['in_final_answer'])} of the divergence; per token by outcome: "
+                  + ", ".join(f"{k} {sig(v)}" for k, v in where["per_token_by_outcome"].items()))
+    _print_context("most divergent tokens", report["most_divergent"], "reverse_kl")
+    if out is not None:
+        console.print(f"wrote {out / 'tokens.json'} and {out / 'tokens_most_divergent.csv'}")
+
+
+def _print_context(title: str, rows: list[dict], value: str) -> None:
+    table = Table(title=title)
+    for col in (value, "context"):
+        table.add_column(col, justify="right" if col == value else "left")
+    for r in rows[:10]:
+        context = f"{r['before']}[bold red]{r['token']}[/bold red]{r['after']}".replace("\n", "⏎")
+        table.add_row(sig(r[value]), context)
+    console.print(table)

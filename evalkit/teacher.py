@@ -26,13 +26,15 @@ them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["ForcedSample", "teacher_entropy", "read_samples_file", "forced_from_records", "entropies_of_records"]
+__all__ = ["ForcedSample", "score_positions", "teacher_entropy", "read_samples_file", "forced_from_records",
+           "entropies_of_records", "records_of_run"]
 
 
 @dataclass(frozen=True)
@@ -48,33 +50,61 @@ class ForcedSample:
         return len(self.completion_ids) + int(self.stopped)
 
 
-def _batch_entropy(model, batch: Sequence[ForcedSample], device) -> list[float | None]:
+def _forward(model, batch: Sequence[ForcedSample], keep: int):
+    """Logits (float32) of the last `keep` positions of each left-padded prompt + completion row."""
     import torch
 
+    device = next(model.parameters()).device
     inputs = [list(s.prompt_ids) + list(s.completion_ids[: s.num_tokens - 1]) for s in batch]
     width = max(len(x) for x in inputs)
-    pad = 0
-    ids = torch.tensor([[pad] * (width - len(x)) + x for x in inputs], device=device)
+    ids = torch.tensor([[0] * (width - len(x)) + x for x in inputs], device=device)
     mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in inputs], device=device)
-    keep = max(s.num_tokens for s in batch)
     with torch.inference_mode():
-        logits = model(
-            input_ids=ids,
-            attention_mask=mask,
-            position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-            use_cache=False,
-            logits_to_keep=keep,
-        ).logits
-    out = []
-    for row, s in enumerate(batch):
-        if s.num_tokens == 0:
-            out.append(None)
-            continue
-        t = s.temperature if s.temperature > 0 else 1.0
-        logp = torch.log_softmax(logits[row, keep - s.num_tokens :].float() / t, dim=-1)
-        ent = -(logp.exp() * logp).sum(-1)
-        out.append(float(ent.double().sum() / s.num_tokens))
-    return out
+        return model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                     use_cache=False, logits_to_keep=keep).logits.float()
+
+
+def _batches(samples: Sequence[ForcedSample], max_batch_tokens: int, max_batch: int | None):
+    """Index lists of samples sorted by length, each holding about `max_batch_tokens` positions
+    (and at most `max_batch` sequences)."""
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + samples[i].num_tokens)
+    start = 0
+    while start < len(order):
+        end, longest = start + 1, len(samples[order[start]].prompt_ids) + samples[order[start]].num_tokens
+        while end < len(order) and (max_batch is None or end - start < max_batch):
+            longest = max(longest, len(samples[order[end]].prompt_ids) + samples[order[end]].num_tokens)
+            if longest * (end - start + 1) > max_batch_tokens:
+                break
+            end += 1
+        yield order[start:end]
+        start = end
+
+
+def score_positions(models, samples: Sequence[ForcedSample], reduce, *, max_batch_tokens: int = 4096,
+                    max_batch: int | None = None, on_batch: Callable[[int], None] | None = None) -> list:
+    """`reduce(sample, [logits])` for every sample, in order: one teacher-forced forward pass per
+    batch and model, `logits` the float32 rows [num_tokens, vocab] that predicted the sample's
+    generated tokens (divided by the sample's temperature, 1 for greedy), one per model."""
+    result: list = [None] * len(samples)
+    for idx in _batches(samples, max_batch_tokens, max_batch):
+        batch = [samples[i] for i in idx]
+        keep = max(s.num_tokens for s in batch)
+        outs = [_forward(model, batch, keep) if keep else None for model in models]
+        for row, i in enumerate(idx):
+            s = samples[i]
+            t = s.temperature if s.temperature > 0 else 1.0
+            rows = [out[row, keep - s.num_tokens :] / t for out in outs] if s.num_tokens else []
+            result[i] = reduce(s, rows) if s.num_tokens else None
+        if on_batch:
+            on_batch(len(idx))
+    return result
+
+
+def _mean_entropy(sample: ForcedSample, rows) -> float:
+    import torch
+
+    logp = torch.log_softmax(rows[0], dim=-1)
+    return float((-(logp.exp() * logp).sum(-1)).double().sum() / sample.num_tokens)
 
 
 def teacher_entropy(
@@ -89,27 +119,7 @@ def teacher_entropy(
     Samples are batched by length so that a batch holds about
     `max_batch_tokens` positions; `on_batch(k)` is called after k samples.
     """
-    device = next(model.parameters()).device
-    if not samples:
-        return []
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i].prompt_ids) + samples[i].num_tokens)
-    result: list[float | None] = [None] * len(samples)
-    start = 0
-    while start < len(order):
-        end = start + 1
-        longest = len(samples[order[start]].prompt_ids) + samples[order[start]].num_tokens
-        while end < len(order):
-            longest = max(longest, len(samples[order[end]].prompt_ids) + samples[order[end]].num_tokens)
-            if longest * (end - start + 1) > max_batch_tokens:
-                break
-            end += 1
-        idx = order[start:end]
-        for i, h in zip(idx, _batch_entropy(model, [samples[i] for i in idx], device), strict=True):
-            result[i] = h
-        if on_batch:
-            on_batch(len(idx))
-        start = end
-    return result
+    return score_positions([model], samples, _mean_entropy, max_batch_tokens=max_batch_tokens, on_batch=on_batch)
 
 
 def read_samples_file(path: Path) -> list[dict]:
@@ -172,3 +182,33 @@ def entropies_of_records(model_name: str, records: Sequence[dict], *, raw_prompt
     values = teacher_entropy(model, forced, max_batch_tokens=batch_tokens, on_batch=on_batch)
     identity = {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": dtype, "path": ref.path}
     return values, [f.num_tokens for f in forced], identity
+
+
+def records_of_run(path: Path) -> list[dict]:
+    """prompt/completion records of a passk run folder, prompts rebuilt from its task identity
+    (problem_id, outcome, temperature and finish_reason kept), in samples.jsonl's order."""
+    from evalkit.runstore import read_samples, upgrade
+    from evalkit.tasks import load_task_identity
+
+    path = Path(path)
+    settings_file = path / "summary.json" if (path / "summary.json").is_file() else path / "run.json"
+    try:
+        settings = upgrade(json.loads(settings_file.read_text(encoding="utf-8")))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: not an evalkit passk run folder ({exc})") from None
+    try:
+        problems = {p.id: p for p in load_task_identity(settings["task"]).problems}
+    except (KeyError, OSError, UsageError) as exc:
+        raise UsageError(f"{path}: cannot rebuild its task ({exc}); write a JSONL of prompt/completion "
+                         "and pass that instead") from None
+    temperature = float((settings.get("sampling") or {}).get("temperature", 1.0))
+    records = []
+    for r in read_samples(path / "samples.jsonl"):
+        if r["problem_id"] not in problems:
+            raise UsageError(f"{path}: problem {r['problem_id']} is not in the rebuilt task")
+        records.append({"prompt": problems[r["problem_id"]].prompt, "completion": r.get("completion") or "",
+                        "temperature": temperature, "finish_reason": r.get("finish_reason", "stop"),
+                        "problem_id": r["problem_id"], "outcome": r.get("outcome")})
+    if not records:
+        raise UsageError(f"{path}: the run has no samples")
+    return records

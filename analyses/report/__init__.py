@@ -36,11 +36,12 @@ from analyses.report.passk_sections import (
     run_labels,
 )
 from analyses.report.sample_sections import entropy_section, groups_section, length_section
+from analyses.report.token_sections import tokens_section, traces_section
 
 __all__ = ["ReportResult", "build_report", "build_sections", "SECTION_ORDER"]
 
 SECTION_ORDER = ("summary", "problems", "passk", "coverage", "entropy", "weights", "forgetting",
-                 "length", "groups", "inputs")
+                 "length", "groups", "traces", "tokens", "inputs")
 GUARDED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError)
 
 
@@ -100,6 +101,8 @@ def build_sections(found: Found) -> list[Section]:
         "forgetting": lambda: forgetting_section(found.of("forgetting")),
         "length": lambda: length_section(runs, labels, found.of("length")),
         "groups": lambda: groups_section(runs, labels, found.of("groups"), found.trainers),
+        "traces": lambda: traces_section(found.of("traces")),
+        "tokens": lambda: tokens_section(found.of("tokens")),
     }
     body = [s for key, make in builders.items() if (s := _guard(found, f"{key} section", make))]
     findings = passk_findings(comparisons) + (_guard(

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["STYLES", "DPI", "line_chart", "panels", "dot_chart", "stacked_bars", "scatter_fit"]
+__all__ = ["STYLES", "DPI", "line_chart", "panels", "dot_chart", "stacked_bars", "scatter_fit", "histogram"]
 
 DPI = 100
 STYLES = (  # (colour, line style, marker): distinct without colour
@@ -73,6 +73,8 @@ def style(i: int) -> dict:
 def _draw_lines(ax, series: Sequence[dict], log2x: bool) -> None:
     for i, s in enumerate(series):
         st = style(s.get("style", i))
+        if len(s["x"]) > 30:  # a dense curve: markers every tenth point keep the styles apart
+            st["markevery"] = max(1, len(s["x"]) // 10)
         ax.plot(s["x"], s["y"], label=s["label"], **st)
         if s.get("low") is not None:
             ax.fill_between(s["x"], s["low"], s["high"], color=st["color"], alpha=0.12,
@@ -221,5 +223,24 @@ def scatter_fit(points: Sequence[dict], *, xlabel: str, ylabel: str, curves: Seq
         st = style(len(groups) + i)
         ax.plot(c["x"], c["y"], color=st["color"], linestyle=st["linestyle"], linewidth=1.4,
                 label=c["label"])
+    _finish(ax, xlabel, ylabel, title, None)
+    return _png(fig)
+
+
+@_styled
+def histogram(series: Sequence[dict], edges: Sequence[float], *, xlabel: str, ylabel: str = "share of tokens",
+              band: tuple[float, float] | None = None, band_label: str = "", title: str = "",
+              width: float = 7.0, height: float = 3.6) -> bytes:
+    """Step histograms of shares over fixed bins (series: {label, counts}), one line style each;
+    `band` (lo, hi) shades a region of x (e.g. the GRPO clip band), labelled."""
+    fig = _figure(width, height)
+    ax = fig.add_subplot()
+    if band is not None:
+        ax.axvspan(band[0], band[1], color="#BBBBBB", alpha=0.5, hatch="///", label=band_label)
+    for i, s in enumerate(series):
+        counts = np.asarray(s["counts"], dtype=np.float64)
+        shares = counts / counts.sum() if counts.sum() else counts
+        colour, line, _ = STYLES[i % len(STYLES)]
+        ax.stairs(shares, edges, label=s["label"], color=colour, linestyle=line, linewidth=1.6)
     _finish(ax, xlabel, ylabel, title, None)
     return _png(fig)
