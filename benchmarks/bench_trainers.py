@@ -205,13 +205,13 @@ def run_interleaved(args) -> dict:
 def run_grpo(args) -> dict:
     from evalkit.grading import Grader
     from evalkit.sampling import stop_token_ids
-    from evalkit.train import grpo
+    from evalkit.train import common, grpo
 
     _, model, tok = _load()
     task = _task(GRPO_PROMPTS)
     opts = grpo.GRPOOptions(prompts_per_step=GRPO_PROMPTS, group_size=GROUP, max_new_tokens=GRPO_TOKENS,
                             micro_batch=args.micro_batch)
-    optimizer = grpo.make_optimizer(model, opts)
+    optimizer = common.make_optimizer(model, opts)
     with Grader(task.spec, workers=1) as grader:
         grader.grade([("0", task.problems[0])])
         t = time.perf_counter()

@@ -79,6 +79,19 @@ HELP = {
     "weight_decay": "AdamW weight decay (TRL: 0.0).",
     "micro_batch": "Sequences per forward/backward (memory, not the result).",
     "samples": "A passk run folder of the student (its own samples are scored).",
+    "guide_model": "Weak guide model: its completions' first --guide-tokens tokens start --guided-rollouts of "
+                   "each group (context: out of the loss and ratio).",
+    "guide_tokens": "Prefix length taken from the guide model's completion.",
+    "guided_rollouts": "Rollouts per group (< G) that continue a guide prefix.",
+    "hint": "all-wrong: a group whose rewards are all 0 is sampled once more from a hint (the first "
+            "--hint-fraction of the reference solution or answer; context, out of the loss).",
+    "hint_fraction": "Share of the reference given as the hint, in (0, 1).",
+    "teacher": "Teacher checkpoint (its tokenizer must be the student's).",
+    "samples_per_prompt": "Student samples per prompt and step.",
+    "token_fraction": "Share of each sample's tokens supervised, in (0, 1]; 1 = every token.",
+    "tokens_per_sample": "Supervise this many tokens per sample instead of a fraction (0 = use --token-fraction).",
+    "select": "Which tokens: divergence (largest KL, same pass), entropy (student's most uncertain) or random "
+              "(the control).",
 }
 
 Out = Annotated[Path | None, typer.Option(help="Output folder; rerun the same command to resume.")]

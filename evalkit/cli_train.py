@@ -22,10 +22,11 @@ import typer
 
 from evalkit.cli_options import TrainOut, build, deprecated, with_options
 from evalkit.errors import handle_errors
+from evalkit.train.distill import DistillOptions
 from evalkit.train.es import ESOptions
 from evalkit.train.grpo import GRPOOptions
 
-__all__ = ["train_app", "es", "grpo", "es_grpo"]
+__all__ = ["train_app", "es", "grpo", "es_grpo", "distill"]
 
 train_app = typer.Typer(
     help="Train with Evolution Strategies, GRPO, or ES then GRPO; checkpoints every evaluator reads.",
@@ -83,6 +84,22 @@ def grpo(out: TrainOut, **given) -> None:
         _done(out, run_grpo(build(GRPOOptions, given), out, progress=progress))
 
 
+@with_options(DistillOptions, skip=(*ONE_PROCESS, "backend"),
+              helps=HELPS | {"temperature": "Sampling temperature of the student's samples.",
+                             "model": "The student: checkpoint folder, hub name, or built-in 'smollm2-135m'."})
+def distill(out: TrainOut, **given) -> None:
+    """On-policy distillation: the student samples, the teacher scores; reverse KL on all or selected tokens.
+
+    Example: evalkit train distill --teacher runs/grpo/step-000096 --out runs/distill --steps 20
+    Sparse: evalkit train distill --teacher T --out runs/sparse --token-fraction 0.005 --select divergence
+    """
+    from evalkit.console import train_progress
+    from evalkit.train.distill import run_distill
+
+    with train_progress("distill") as progress:
+        _done(out, run_distill(build(DistillOptions, given), out, progress=progress))
+
+
 @with_options(ESOptions, GRPOOptions, skip=ONE_PROCESS, helps=HELPS | {"backend": BOTH_BACKEND})
 def es_grpo(out: TrainOut, **given) -> None:
     """ES, then GRPO from ES's final checkpoint: OUT/es/ and OUT/grpo/ in one folder.
@@ -107,3 +124,4 @@ def _done(out: Path, summary: dict) -> None:
 train_app.command("es")(handle_errors(es))
 train_app.command("grpo")(handle_errors(grpo))
 train_app.command("es-grpo")(handle_errors(es_grpo))
+train_app.command("distill")(handle_errors(distill))

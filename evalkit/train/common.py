@@ -18,6 +18,7 @@ as an uninterrupted one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -196,7 +197,8 @@ IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", 
 # options added after runs existed: left out of run.json at their default, so those runs resume
 IDENTITY_OMITTED_DEFAULTS = {"backend": "hf", "ray_workers": 0, "ray_address": None, "threads": 0,
                              "fitness": "reward", "preset": None, "question_field": None, "answer_field": None,
-                             "id_field": None}
+                             "id_field": None, "guide_model": None, "guide_tokens": 0, "guided_rollouts": 0,
+                             "hint": None, "hint_fraction": 0.5}
 
 
 def identity_options(opts) -> dict:
@@ -287,3 +289,46 @@ def completion_metrics(samples) -> dict:
         "completions/clipped_ratio": sum(s.finish_reason == "length" for s in samples) / len(samples),
         "entropy": sum(ent) / tokens if ent and tokens else None,
     }
+
+
+def make_optimizer(model, opts):
+    """AdamW as TRL configures it (betas 0.9/0.999, eps 1e-8), `opts.lr`, `opts.weight_decay`."""
+    import torch
+
+    # foreach=False: no full-size temporaries, so peak memory stays at params + grads + 2 states
+    return torch.optim.AdamW(model.parameters(), lr=opts.lr, betas=(0.9, 0.999), eps=1e-8,
+                             weight_decay=opts.weight_decay, foreach=False)
+
+
+def gradient_run(opts, out: Path, kind: str, steps: int, prepare, *, progress=None) -> Start:
+    """The loop the gradient trainers share (GRPO, distillation): set up or resume the run folder,
+    load the policy and its AdamW state, then for each step `step_fn(step, grader, optimizer) ->
+    metrics record` (with "reward"), append it, checkpoint with the optimizer, report progress.
+    `prepare(model, tokenizer, stop, start, opts, cleanup)` builds `step_fn` (extra models,
+    engines; `cleanup` an ExitStack closed at the end)."""
+    import torch
+
+    from evalkit.grading import Grader
+    from evalkit.models import load_model
+    from evalkit.sampling import stop_token_ids
+
+    at = start_run(out, kind, opts)
+    model, tokenizer = load_model(at.source, dtype=opts.dtype, device=at.device)
+    optimizer = make_optimizer(model, opts)
+    if at.ckpt:
+        if not (at.ckpt.path / "optimizer.pt").is_file():
+            raise UsageError(f"{at.ckpt.path}: no optimizer.pt, so the run cannot resume exactly; use another --out")
+        optimizer.load_state_dict(torch.load(at.ckpt.path / "optimizer.pt", map_location=at.device))
+    stop = stop_token_ids(model, tokenizer)
+    with contextlib.ExitStack() as cleanup, \
+            Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+        step_fn = prepare(model, tokenizer, stop, at, opts, cleanup)
+        for step in range(at.step + 1, steps + 1):
+            record = {"step": step, **step_fn(step, grader, optimizer), "learning_rate": opts.lr}
+            at.log.append(record)
+            if step % opts.save_every == 0 or step == steps:
+                save_checkpoint(model, tokenizer, out, step, {"kind": kind.removeprefix("train-"), "seed": opts.seed},
+                                optimizer=optimizer)
+            if progress:
+                progress(step, steps, record["reward"])
+    return at

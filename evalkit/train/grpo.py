@@ -35,7 +35,6 @@ that is given the policy's weights after every update
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +66,12 @@ class GRPOOptions(TrainOptions):  # backend vllm: groups sampled by a colocated 
     micro_batch: int = 2  # 2: peak memory 0.48x TRL on the benchmark (8: 0.62x, faster)
     temperature: float = 1.0
     top_p: float = 1.0
+    # context for rollouts (evalkit.train.guidance): a weak model's prefixes, hints for all-wrong groups
+    guide_model: str | None = None
+    guide_tokens: int = 0
+    guided_rollouts: int = 0
+    hint: str | None = None  # "all-wrong"
+    hint_fraction: float = 0.5
 
 
 def validate(opts: GRPOOptions) -> None:
@@ -85,6 +90,11 @@ def validate(opts: GRPOOptions) -> None:
     if opts.lr <= 0 or opts.epsilon < 0 or (opts.epsilon_high or 0) < 0 or opts.beta < 0:
         raise UsageError("--lr must be > 0; --epsilon, --epsilon-high and --beta >= 0")
     check_train_scale(opts, ray_allowed=False)
+    from evalkit.train.guidance import check_guidance
+
+    check_guidance(opts)
+    if (opts.guided_rollouts or opts.hint) and opts.backend != "hf":
+        raise UsageError("--guide-model / --hint: rollouts with context are sampled with --backend hf only")
 
 
 # ---------------------------------------------------------------- the loss
@@ -178,14 +188,24 @@ class Group:
     prompt_ids: tuple[int, ...]
     completions: tuple[tuple[int, ...], ...]  # stop token appended when the row stopped
     rewards: tuple[float, ...]
+    prompts: tuple = ()  # per completion, its prompt ids when given text extends it (guidance, hints)
+    contexts: tuple = ()  # per completion, how many prompt tokens are given text (0: the policy's own)
+
+    def prompt_of(self, k: int) -> tuple[int, ...]:
+        return self.prompts[k] if self.prompts else self.prompt_ids
 
 
 def _sample_groups(model, tokenizer, grader, problems, opts: GRPOOptions, seed: int, stop,
-                   sampler=None) -> tuple[list, list]:
+                   sampler=None, guide=None, metrics: dict | None = None) -> tuple[list, list]:
+    """A group per problem: G - m rollouts of the policy's own, and m continuing a guide model's
+    prefix (`guide`, evalkit.train.guidance); returns (groups, the policy's own samples) and puts
+    the guided rollouts' metrics into `metrics` when given."""
     from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
-    from evalkit.train.common import decode_and_grade
+    from evalkit.train.common import decode_and_grade, derive_seed
+    from evalkit.train.guidance import given_rollouts, guide_prefixes
 
-    cfg = SamplingConfig(opts.group_size, opts.temperature, opts.top_p, opts.max_new_tokens, seed)
+    m = opts.guided_rollouts if guide is not None else 0
+    cfg = SamplingConfig(opts.group_size - m, opts.temperature, opts.top_p, opts.max_new_tokens, seed)
     prompts = [render_prompt(tokenizer, p.prompt) for p in problems]
     if sampler is None:
         model.eval()
@@ -194,22 +214,69 @@ def _sample_groups(model, tokenizer, grader, problems, opts: GRPOOptions, seed: 
         samples = sampler(prompts, problems, cfg, stop)
     _, rewards = decode_and_grade(tokenizer, grader, samples, problems)
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id in stop else stop[0]
+    guided = given_rollouts(model, tokenizer, grader, prompts, problems, guide_prefixes(
+        guide, tokenizer, prompts, problems, m, opts, derive_seed(seed, "guide"), stop), opts,
+        derive_seed(seed, "guided"), stop) if m else []
     groups = []
     for i, prompt in enumerate(prompts):
         rows = [(s, r) for s, r in zip(samples, rewards, strict=True) if s.problem_index == i]
-        done = [s.token_ids + ((eos,) if s.finish_reason == "stop" else ()) for s, _ in rows]
         ids = tuple(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        groups.append(Group(ids, tuple(done), tuple(r for _, r in rows)))
+        own = [(ids, s.token_ids + ((eos,) if s.finish_reason == "stop" else ()), r, 0) for s, r in rows]
+        given = [(p_ids, c, r, ctx) for j, p_ids, c, r, ctx, _ in guided if j == i]
+        groups.append(_group(ids, own + given))
+    if m and metrics is not None:
+        metrics.update(_guided_metrics(samples, rewards, guided))
     return groups, samples
 
 
+def _group(prompt_ids, rows) -> Group:
+    """A Group from (prompt ids, completion, reward, context tokens) rows."""
+    given = any(ctx for *_, ctx in rows)
+    return Group(prompt_ids, tuple(c for _, c, _, _ in rows), tuple(r for _, _, r, _ in rows),
+                 tuple(p for p, *_ in rows) if given else (), tuple(ctx for *_, ctx in rows) if given else ())
+
+
+def _guided_metrics(samples, rewards, guided) -> dict:
+    import numpy as np
+
+    def entropy(rows):
+        values = [s.mean_entropy for s in rows if s.mean_entropy is not None]
+        return float(np.mean(values)) if values else None
+
+    return {"frac_guided": len(guided) / (len(guided) + len(samples)),
+            "reward_guided": float(np.mean([g[3] for g in guided])), "reward_unguided": float(np.mean(rewards)),
+            "entropy_guided": entropy([g[5] for g in guided]), "entropy_unguided": entropy(samples),
+            "guide_tokens_mean": float(np.mean([g[4] for g in guided]))}
+
+
+def _hint_groups(model, tokenizer, grader, problems, groups, opts: GRPOOptions, seed: int, stop) -> tuple[list, dict]:
+    """Groups whose rewards are all 0, sampled once more from a hint (evalkit.train.guidance)."""
+    from evalkit.sampling import render_prompt
+    from evalkit.train.guidance import given_rollouts, hint_text
+
+    wrong = [k for k, g in enumerate(groups) if not any(g.rewards)]
+    if not wrong:
+        return groups, {"frac_hinted": 0.0}
+    chosen = [problems[k] for k in wrong]
+    prompts = [render_prompt(tokenizer, p.prompt) for p in chosen]
+    given = [[hint_text(p, opts.hint_fraction)] * opts.group_size for p in chosen]
+    rows = given_rollouts(model, tokenizer, grader, prompts, chosen, given, opts, seed, stop)
+    out = list(groups)
+    for j, k in enumerate(wrong):
+        out[k] = _group(groups[k].prompt_ids, [(p_ids, c, r, ctx) for i, p_ids, c, r, ctx, _ in rows if i == j])
+    return out, {"frac_hinted": len(wrong) / len(groups), "reward_before_hint": 0.0,
+                 "reward_after_hint": sum(r[3] for r in rows) / len(rows),
+                 "hint_tokens_mean": sum(r[4] for r in rows) / len(rows)}
+
+
 def collect_batch(model, tokenizer, grader, task, opts: GRPOOptions, step: int, stop,
-                  sampler=None) -> tuple[list, dict]:
-    """Groups to train on; all sampled groups feed the reward metrics. `sampler`: see _sample_groups."""
+                  sampler=None, guide=None) -> tuple[list, dict]:
+    """Groups to train on; all sampled groups feed the reward metrics. `sampler`: see _sample_groups;
+    `guide`: the guide model of guided rollouts. `frac_reward_zero_std` is the raw figure, before hints."""
     from evalkit.train.common import completion_metrics, derive_seed, pick_problems
     from metrics.grpo import group_stats, keep_informative_groups
 
-    kept, sampled, samples, used = [], [], [], set()
+    kept, sampled, samples, used, extra = [], [], [], set(), {}
     rounds = opts.max_sampling_rounds if opts.dynamic_sampling else 1
     for round_ in range(rounds):
         pool = [p for p in task.problems if p.id not in used]
@@ -218,12 +285,15 @@ def collect_batch(model, tokenizer, grader, task, opts: GRPOOptions, step: int, 
             break
         problems = pick_problems(pool, need, derive_seed(opts.seed, "grpo-prompts", step, round_))
         used.update(p.id for p in problems)
-        groups, round_samples = _sample_groups(
-            model, tokenizer, grader, problems, opts, derive_seed(opts.seed, "grpo-sample", step, round_), stop,
-            sampler,
-        )
+        seed = derive_seed(opts.seed, "grpo-sample", step, round_)
+        groups, round_samples = _sample_groups(model, tokenizer, grader, problems, opts, seed, stop,
+                                               sampler, guide, extra)
         sampled += groups
         samples += round_samples
+        if opts.hint:
+            groups, hinted = _hint_groups(model, tokenizer, grader, problems, groups, opts,
+                                          derive_seed(seed, "hint"), stop)
+            extra.update(hinted)
         keep = keep_informative_groups([g.rewards for g in groups]) if opts.dynamic_sampling else None
         kept += [g for k, g in enumerate(groups) if keep is None or keep[k]]
     metrics = {
@@ -232,6 +302,7 @@ def collect_batch(model, tokenizer, grader, task, opts: GRPOOptions, step: int, 
         "groups_sampled": len(sampled),
         "groups_kept": len(kept),
         "sampling_rounds": round_ + 1,
+        **extra,
     }
     return kept, metrics
 
@@ -243,7 +314,7 @@ def grpo_update(model, ref_model, optimizer, groups: list[Group], opts: GRPOOpti
     from metrics.grpo import group_advantages
 
     adv = group_advantages([g.rewards for g in groups], scale=opts.scale_rewards).reshape(-1)
-    seqs = [(g.prompt_ids, c) for g in groups for c in g.completions]
+    seqs = [(g.prompt_of(k), c) for g in groups for k, c in enumerate(g.completions)]
     order = sorted(range(len(seqs)), key=lambda i: len(seqs[i][0]) + len(seqs[i][1]))
     batches = [order[i : i + opts.micro_batch] for i in range(0, len(order), opts.micro_batch)]
     logp_of = lambda m, idx: token_logprobs(m, [seqs[i] for i in idx], temperature=opts.temperature, pad_id=pad_id)  # noqa: E731
@@ -290,62 +361,46 @@ def grpo_update(model, ref_model, optimizer, groups: list[Group], opts: GRPOOpti
 # ------------------------------------------------------------ the run
 
 
-def make_optimizer(model, opts: GRPOOptions):
-    import torch
-
-    # foreach=False: no full-size temporaries, so peak memory stays at params + grads + 2 states
-    return torch.optim.AdamW(model.parameters(), lr=opts.lr, betas=(0.9, 0.999), eps=1e-8,
-                             weight_decay=opts.weight_decay, foreach=False)
-
-
 def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) -> dict:
     """Run (or resume) GRPO into `out`; returns the summary written to summary.json."""
-    import torch
-
-    from evalkit.grading import Grader
-    from evalkit.models import load_model
-    from evalkit.sampling import stop_token_ids
-    from evalkit.train.common import save_checkpoint, start_run
+    from evalkit.train.common import gradient_run
 
     validate(opts)
-    at = start_run(out, "train-grpo", opts)
-    ref, ckpt, device = at.ref, at.ckpt, at.device
-    model, tokenizer = load_model(at.source, dtype=opts.dtype, device=device)
+    at = gradient_run(opts, out, "train-grpo", opts.steps, _grpo_steps, progress=progress)
+    return _summary(at.run, at.log, out, opts.steps)
+
+
+def _grpo_steps(model, tokenizer, stop, at, opts: GRPOOptions, cleanup):
+    """The GRPO step for `gradient_run`: sample groups, grade, update (and push to a vLLM engine)."""
+    from evalkit.models import load_model
+
     ref_model = None
     if opts.beta != 0.0:
-        ref_model, _ = load_model(ref, dtype=opts.dtype, device=device)
+        ref_model, _ = load_model(at.ref, dtype=opts.dtype, device=at.device)
         ref_model.requires_grad_(False)
-    optimizer = make_optimizer(model, opts)
-    if ckpt:
-        if not (ckpt.path / "optimizer.pt").is_file():
-            raise UsageError(f"{ckpt.path}: no optimizer.pt, so the run cannot resume exactly; use another --out")
-        optimizer.load_state_dict(torch.load(ckpt.path / "optimizer.pt", map_location=device))
-    stop = stop_token_ids(model, tokenizer)
     engine = None
     if opts.backend == "vllm":  # loads the same weights the policy was loaded from
         from evalkit.train.vllm import ENTROPY_KIND, VllmPolicySampler
 
-        engine = VllmPolicySampler(at.source.path, opts, tokenizer, stop, device)
-    with contextlib.ExitStack() as cleanup, \
-            Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
-        if engine:
-            cleanup.callback(engine.close)
-        for step in range(at.step + 1, opts.steps + 1):
-            groups, record = collect_batch(model, tokenizer, grader, at.task, opts, step, stop,
-                                           engine.sample if engine else None)
-            if groups:
-                record.update(grpo_update(model, ref_model, optimizer, groups, opts, tokenizer.pad_token_id))
-                if engine:
-                    engine.push(model)
-            record = {"step": step, **record, "learning_rate": opts.lr}
+        engine = VllmPolicySampler(at.source.path, opts, tokenizer, stop, at.device)
+        cleanup.callback(engine.close)
+
+    guide = None
+    if opts.guided_rollouts:
+        from evalkit.models import resolve_model
+
+        guide, _ = load_model(resolve_model(opts.guide_model), dtype=opts.dtype, device=at.device)
+
+    def step_fn(step: int, grader, optimizer) -> dict:
+        groups, record = collect_batch(model, tokenizer, grader, at.task, opts, step, stop,
+                                       engine.sample if engine else None, guide)
+        if groups:
+            record.update(grpo_update(model, ref_model, optimizer, groups, opts, tokenizer.pad_token_id))
             if engine:
-                record["entropy_kind"] = ENTROPY_KIND
-            at.log.append(record)
-            if step % opts.save_every == 0 or step == opts.steps:
-                save_checkpoint(model, tokenizer, out, step, {"kind": "grpo", "seed": opts.seed}, optimizer=optimizer)
-            if progress:
-                progress(step, opts.steps, record["reward"])
-    return _summary(at.run, at.log, out, opts.steps)
+                engine.push(model)
+        return record | ({"entropy_kind": ENTROPY_KIND} if engine else {})
+
+    return step_fn
 
 
 def _summary(run, log, out: Path, steps: int) -> dict:
@@ -353,7 +408,7 @@ def _summary(run, log, out: Path, steps: int) -> dict:
 
     records = log.records()
     final = latest_checkpoint(out)
-    zero = [r["frac_reward_zero_std"] for r in records]
+    zero = [r["frac_reward_zero_std"] for r in records if "frac_reward_zero_std" in r]
     summary = {
         **run.settings,
         "complete": final is not None and final.step >= steps,

@@ -1,0 +1,204 @@
+"""On-policy distillation, with sparse-token supervision (Liu et al.).
+
+    evalkit train distill --teacher runs/grpo/step-000096 --out runs/distill --steps 20
+    evalkit train distill --teacher T --out runs/sparse --token-fraction 0.005 --select divergence
+
+One step t:
+1. draw `prompts_per_step` problems (seeded by (seed, t)) and sample `samples_per_prompt`
+   completions each from the student with evalkit's sampler (as GRPO samples its groups);
+   grade them (the reward is a metric, not the objective);
+2. teacher-force each completion through student and teacher (full vocabulary, temperature 1):
+   per generated token the reverse KL `KL(student || teacher) = sum_v p_s (log p_s - log p_t)`;
+3. select the supervised tokens of each sample: all of them (`--token-fraction 1`, the default),
+   `ceil(f * length)` of them, or `--tokens-per-sample m`, chosen by `--select`: `divergence`
+   (the largest KL, measured in the same pass, detached), `entropy` (the student's most uncertain
+   positions) or `random` (seeded by (seed, t, sample): the control the sparse-token claim needs);
+4. loss = the selected tokens' KL summed over the batch / the number of selected tokens; AdamW,
+   gradients clipped to `max_grad_norm` (the GRPO trainer's optimizer and checkpoints).
+
+Metrics: `kl` (mean over all generated tokens), `kl_selected`, `tokens_selected`, `reward`,
+`completions/*`. The tokenizers of teacher and student must match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.train.common import TrainOptions, check_train_scale
+
+__all__ = ["DistillOptions", "run_distill", "select_tokens", "distill_loss", "SELECT"]
+
+SELECT = ("divergence", "entropy", "random")
+
+
+@dataclass(frozen=True)
+class DistillOptions(TrainOptions):
+    teacher: str = ""
+    steps: int = 50
+    prompts_per_step: int = 4
+    samples_per_prompt: int = 4
+    lr: float = 1e-5
+    temperature: float = 1.0  # of the student's samples
+    token_fraction: float = 1.0
+    tokens_per_sample: int = 0  # > 0: this many tokens per sample instead of a fraction
+    select: str = "divergence"
+    micro_batch: int = 4
+    max_grad_norm: float = 1.0
+    weight_decay: float = 0.0
+
+
+def validate(opts: DistillOptions) -> None:
+    if not opts.teacher:
+        raise UsageError("--teacher: give the teacher checkpoint (same tokenizer as the student)")
+    if not 0 < opts.token_fraction <= 1:
+        raise UsageError(f"--token-fraction {opts.token_fraction}: must be in (0, 1]")
+    if opts.tokens_per_sample < 0:
+        raise UsageError(f"--tokens-per-sample {opts.tokens_per_sample}: must be >= 1 (0 = use --token-fraction)")
+    if opts.select not in SELECT:
+        raise UsageError(f"--select {opts.select}: choose one of {', '.join(SELECT)}")
+    if min(opts.steps, opts.prompts_per_step, opts.samples_per_prompt, opts.max_new_tokens, opts.micro_batch,
+           opts.save_every) < 1:
+        raise UsageError("step, prompt, sample, token, micro-batch and save counts must be >= 1")
+    if opts.lr <= 0 or opts.temperature <= 0:
+        raise UsageError("--lr and --temperature must be > 0")
+    check_train_scale(opts, ray_allowed=False)
+    if opts.backend != "hf":
+        raise UsageError("--backend vllm: distillation samples with the HF backend only")
+    from evalkit.models import tokenizer_difference
+
+    if why := tokenizer_difference(opts.model, opts.teacher):
+        raise UsageError(f"--teacher {opts.teacher}: {why}; distillation needs one tokenization")
+
+
+def run_distill(opts: DistillOptions, out: Path, *, progress: Callable | None = None) -> dict:
+    """Run (or resume) distillation into `out`; returns the summary written to summary.json."""
+    from evalkit.train.common import gradient_run
+    from evalkit.train.grpo import _summary
+
+    validate(opts)
+    at = gradient_run(opts, out, "train-distill", opts.steps, _distill_steps, progress=progress)
+    return _summary(at.run, at.log, out, opts.steps)
+
+
+def _distill_steps(model, tokenizer, stop, at, opts: DistillOptions, cleanup):
+    from evalkit.forgetting.kl import tokenizer_mismatch
+    from evalkit.models import load_model, resolve_model
+
+    teacher, teacher_tok = load_model(resolve_model(opts.teacher), dtype=opts.dtype, device=at.device)
+    teacher.requires_grad_(False)
+    why = tokenizer_mismatch(tokenizer, teacher_tok, model, teacher)
+    if why:
+        raise UsageError(f"--teacher {opts.teacher}: {why}; distillation needs one tokenization")
+
+    def step_fn(step: int, grader, optimizer) -> dict:
+        return distill_step(model, teacher, tokenizer, grader, at.task, opts, step, stop, optimizer)
+
+    return step_fn
+
+
+def select_tokens(kl, entropy, k: int, how: str, seed: int):
+    """Indices of the `k` supervised positions of one sample (all when k >= length)."""
+    import torch
+
+    n = kl.shape[0]
+    if k >= n:
+        return torch.arange(n, device=kl.device)
+    if how == "random":
+        gen = torch.Generator().manual_seed(seed)
+        return torch.randperm(n, generator=gen)[:k].to(kl.device).sort().values
+    score = kl if how == "divergence" else entropy
+    return torch.topk(score, k).indices.sort().values
+
+
+def distill_loss(student_logits, teacher_logits, selected):
+    """Summed reverse KL(student || teacher) over the selected positions of one sample, and the
+    per-position KL (detached) of all positions; logits [T, V] at temperature 1."""
+    import torch
+
+    ls = torch.log_softmax(student_logits.float(), dim=-1)
+    lt = torch.log_softmax(teacher_logits.float(), dim=-1)
+    kl = (ls.exp() * (ls - lt)).sum(-1)
+    return kl[selected].sum(), kl.detach()
+
+
+def _k(opts: DistillOptions, length: int) -> int:
+    import math
+
+    if opts.tokens_per_sample:
+        return min(length, opts.tokens_per_sample)
+    return max(1, math.ceil(opts.token_fraction * length))
+
+
+def _sample(model, tokenizer, grader, task, opts: DistillOptions, step: int, stop):
+    from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
+    from evalkit.train.common import decode_and_grade, derive_seed, pick_problems
+
+    problems = pick_problems(task.problems, opts.prompts_per_step, derive_seed(opts.seed, "distill-prompts", step))
+    cfg = SamplingConfig(opts.samples_per_prompt, opts.temperature, 1.0, opts.max_new_tokens,
+                         derive_seed(opts.seed, "distill-sample", step))
+    prompts = [render_prompt(tokenizer, p.prompt) for p in problems]
+    model.eval()
+    samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
+    _, rewards = decode_and_grade(tokenizer, grader, samples, problems)
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id in stop else stop[0]
+    ids = [tuple(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
+    seqs = [(ids[s.problem_index], s.token_ids + ((eos,) if s.finish_reason == "stop" else ())) for s in samples]
+    return seqs, rewards, samples
+
+
+def _logits(model, batch, pad_id: int):
+    """Completion-position logits [len(completion), V] of each (prompt, completion) row."""
+    import torch
+
+    device = next(model.parameters()).device
+    width = max(len(p) + len(c) for p, c in batch)
+    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(batch), width), dtype=torch.long)
+    for r, (p, c) in enumerate(batch):
+        ids[r, : len(p) + len(c)] = torch.tensor(list(p) + list(c))
+        attn[r, : len(p) + len(c)] = 1
+    logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits
+    return [logits[r, len(p) - 1 : len(p) + len(c) - 1] for r, (p, c) in enumerate(batch)]
+
+
+def distill_step(model, teacher, tokenizer, grader, task, opts: DistillOptions, step: int, stop, optimizer) -> dict:
+    """One step (module docstring); returns its metrics record."""
+    import torch
+
+    from evalkit.train.common import completion_metrics, derive_seed
+
+    seqs, rewards, samples = _sample(model, tokenizer, grader, task, opts, step, stop)
+    seqs_idx = [i for i, (_, c) in enumerate(seqs) if c]
+    total_selected = sum(_k(opts, len(seqs[i][1])) for i in seqs_idx)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop[0]
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    kl_all, kl_sel, n_all = 0.0, 0.0, 0
+    for start in range(0, len(seqs_idx), opts.micro_batch):
+        batch_idx = seqs_idx[start : start + opts.micro_batch]
+        batch = [seqs[i] for i in batch_idx]
+        with torch.no_grad():
+            t_rows = _logits(teacher, batch, pad)
+        loss = 0.0
+        for i, s_row, t_row in zip(batch_idx, _logits(model, batch, pad), t_rows, strict=True):
+            with torch.no_grad():
+                ls = torch.log_softmax(s_row.float(), -1)
+                entropy = -(ls.exp() * ls).sum(-1)
+                kl_detached = (ls.exp() * (ls - torch.log_softmax(t_row.float(), -1))).sum(-1)
+            chosen = select_tokens(kl_detached, entropy, _k(opts, len(seqs[i][1])), opts.select,
+                                   derive_seed(opts.seed, "distill-select", step, i))
+            summed, kl = distill_loss(s_row, t_row, chosen)
+            loss = loss + summed / total_selected
+            kl_all, n_all = kl_all + float(kl.sum()), n_all + kl.numel()
+            kl_sel += float(kl[chosen].sum())
+        loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), opts.max_grad_norm)
+    optimizer.step()
+    model.eval()
+    return {"reward": sum(rewards) / len(rewards), "kl": kl_all / max(n_all, 1),
+            "kl_selected": kl_sel / max(total_selected, 1), "tokens_selected": total_selected,
+            "tokens_total": n_all, "loss": kl_sel / max(total_selected, 1), "grad_norm": float(grad_norm),
+            **completion_metrics(samples)}
