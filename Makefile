@@ -35,8 +35,9 @@ test: $(STAMP) chromium
 chromium:
 	[ "$$EVALKIT_NO_BROWSER" = 1 ] || command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium)
 
+# Every benchmark, one table: results/benchmarks/SUMMARY.md (about 25 minutes on 2 cores).
 bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_sampling.py
+	$(BIN)/python benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

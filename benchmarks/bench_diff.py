@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from record import result
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN15 = dict(vocab=151936, hidden=1536, inter=8960, layers=28, heads=12, kv_heads=2)
@@ -259,6 +260,8 @@ def bench_pair(label: str, a: Path, b: Path, run_naive: bool, others: bool = Fal
           f"(process {ours['process_wall']:.2f} s)")
     print(f"throughput vs plain read: {read_s / ours['wall']:.3f}x  (target >= 0.5)  "
           f"[kernels loaded before timing in {ours['warm']:.2f} s]")
+    result(f"diff throughput vs plain read, {label.split(' (')[0]}", measured=f"{ours['wall']:.2f} s",
+           baseline=f"page-cached plain read {read_s:.2f} s", ratio=read_s / ours["wall"], target=">= 0.5")
     for other in ("numba", "numpy") if others else ():
         ref = run_child(f"diff-{other}", a, b)
         print(f"diff, {other:5} path {ref['wall']:6.2f} s  {nbytes / ref['wall'] / 1e9:6.2f} GB/s  "
@@ -274,6 +277,12 @@ def bench_pair(label: str, a: Path, b: Path, run_naive: bool, others: bool = Fal
     print(f"peak memory ratio diff/naive: {ours['peak_rss_mb'] / naive['peak_rss_mb']:.3f}x  (target <= 0.15)")
     print(f"wall time ratio diff/naive:   {ours['wall'] / naive['wall']:.3f}x  (target <= 0.1)")
     print(f"cpu time ratio diff/naive:    {ours['cpu'] / naive['cpu']:.3f}x  (all threads)")
+    short = label.split(" (")[0]
+    result(f"diff peak memory vs naive, {short}", measured=f"{ours['peak_rss_mb']:.0f} MB",
+           baseline=f"naive torch {naive['peak_rss_mb']:.0f} MB", ratio=ours["peak_rss_mb"] / naive["peak_rss_mb"],
+           target="<= 0.15")
+    result(f"diff wall time vs naive, {short}", measured=f"{ours['wall']:.2f} s",
+           baseline=f"naive torch {naive['wall']:.2f} s", ratio=ours["wall"] / naive["wall"], target="<= 0.1")
     same = (ours["changed"], ours["changed_atol"]) == (naive["changed"], naive["changed_atol"])
     print(f"same counts as naive: {same} (changed {ours['changed']} vs {naive['changed']}, "
           f"> atol {ours['changed_atol']} vs {naive['changed_atol']}); update norm "

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from record import result
+
 
 def naive(model, forced) -> list[float]:
     import torch
@@ -70,6 +72,8 @@ def main() -> None:
     print(f"naive per-sample forward : {naive_s:7.2f}s  {k / naive_s:6.1f} samples/s")
     print(f"evalkit teacher_entropy  : {ours_s:7.2f}s  {k / ours_s:6.1f} samples/s  "
           f"speed ratio vs naive {naive_s / ours_s:.2f}x")
+    result("teacher-forced entropy speed", measured=f"{ours_s:.2f} s", baseline=f"per-sample forward {naive_s:.2f} s",
+           ratio=naive_s / ours_s, target=None)
     print(f"max |teacher - recorded| = {max(abs(a - b) for a, b in zip(ours, recorded, strict=True)):.2e} nats; "
           f"max |naive - recorded| = {max(abs(a - b) for a, b in zip(base, recorded, strict=True)):.2e} nats")
 

@@ -17,6 +17,7 @@ import argparse
 import time
 
 import torch
+from record import result
 
 
 def matmul_flops(size: int = 1536, reps: int = 6) -> float:
@@ -121,14 +122,22 @@ def main() -> None:
     if base:
         print(f"\nratio evalkit (entropy) / per-problem baseline: {rates['evalkit, entropy'] / base:.2f}x  (target >= 3x)")
         print(f"ratio batched generate / per-problem baseline:   {rates['batched generate'] / base:.2f}x")
+        result("sampler tokens/s vs per-problem generate", measured=f"{rates['evalkit, entropy']:.1f} tok/s",
+               baseline=f"per-problem generate {base:.1f} tok/s", ratio=rates["evalkit, entropy"] / base,
+               target=">= 3")
     overhead = times["evalkit, entropy"] / times["evalkit, no entropy"] - 1
     print(f"entropy recording overhead: {100 * overhead:+.1f}%  (target < 10%)")
+    result("sampler time with entropy / without", measured=f"{times['evalkit, entropy']:.2f} s",
+           baseline=f"no entropy {times['evalkit, no entropy']:.2f} s", ratio=1 + overhead, target="<= 1.1")
 
     peak = matmul_flops()
     tokens = rates["evalkit, entropy"] * times["evalkit, entropy"]
     achieved = 2 * matmul_params(model) * (tokens + prompt_tokens) / times["evalkit, entropy"]
     print(f"dense fp32 matmul here: {peak / 1e9:.1f} GFLOP/s; evalkit sampler achieves "
           f"{achieved / 1e9:.1f} GFLOP/s = {100 * achieved / peak:.1f}% (weights' matmuls only)")
+    result("sampler share of the fp32 matmul rate", measured=f"{achieved / 1e9:.1f} GFLOP/s",
+           baseline=f"dense {1536}x{1536} matmul {peak / 1e9:.1f} GFLOP/s", ratio=achieved / peak,
+           target=">= 0.5", note="weights' matmuls only, prefill + decode")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from record import result  # noqa: E402
+
 
 def timed(fn) -> float:
     start = time.perf_counter()
@@ -104,6 +106,8 @@ def main() -> None:
         print(f"{kind}: 1 Ray worker / plain = {t[f'{kind} ray 1'] / base:.2f}x (target <= 1.15x); "
               f"plain / 2 Ray workers = {base / t[f'{kind} ray 2']:.2f}x speed-up; "
               f"with cluster start: {(t[f'{kind} ray 1'] + t['ray cluster start']) / base:.2f}x")
+        result(f"{kind}: 1 Ray worker vs plain", measured=f"{t[f'{kind} ray 1']:.1f} s", baseline=f"plain {base:.1f} s",
+               ratio=t[f"{kind} ray 1"] / base, target="<= 1.15")
     if args.iterations >= 2:
         base = es["plain"]["per iter"]
         print(f"es per iteration after start-up: 1 Ray worker / plain = {es['ray 1']['per iter'] / base:.2f}x "

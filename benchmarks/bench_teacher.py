@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from record import result
+
 
 def main() -> None:
     import torch
@@ -59,6 +61,9 @@ def main() -> None:
     print(f"{args.traces} traces, {n_tokens} tokens, model {args.model}, torch threads {torch.get_num_threads()}")
     print(f"evalkit score_positions (batched)  {t_ours:7.2f} s  {n_tokens / t_ours:8.1f} tokens/s")
     print(f"per-sample forward (baseline)      {t_plain:7.2f} s  {n_tokens / t_plain:8.1f} tokens/s")
+    result("teacher-forced scoring speed", measured=f"{n_tokens / t_ours:.1f} tok/s",
+           baseline=f"per-sample forward {n_tokens / t_plain:.1f} tok/s", ratio=t_plain / t_ours, target=None,
+           note=f"max |log p difference| {worst:.1e}")
     print(f"ratio evalkit / baseline (tokens/s): {t_plain / t_ours:.2f}x; max |log p difference| {worst:.2e}")
 
 

@@ -34,6 +34,8 @@ import sys
 import time
 from pathlib import Path
 
+from record import result
+
 ROOT = Path(__file__).resolve().parents[1]
 ES_PROMPTS, ES_TOKENS, GRPO_PROMPTS, GROUP, GRPO_TOKENS = 16, 32, 4, 8, 64
 
@@ -309,8 +311,25 @@ def _ratio(a: dict, b: dict, key: str) -> str:
     return f"{a[key] / b[key]:.2f}x  ({a[key]:.1f} vs {b[key]:.1f})"
 
 
+def _record(name: str, a: dict, b: dict, key: str, baseline: str, target: str, unit: str) -> None:
+    if a and b:
+        result(name, measured=f"{a[key]:.1f} {unit}", baseline=f"{baseline} {b[key]:.1f} {unit}",
+               ratio=a[key] / b[key], target=target)
+
+
 def report(runs: dict) -> None:
     r = {m: runs.get(m) or {} for m in MODES}
+    _record("ES iteration peak memory", r["es"], r["infer"], "peak_mb", "inference only", "<= 1.1", "MB")
+    _record("ES iteration peak vs GRPO step peak", r["es"], r["grpo"], "peak_mb", "evalkit GRPO step", "<= 0.3", "MB")
+    _record("GRPO step time vs TRL", r["grpo"], r["trl"], "seconds", "TRL GRPOTrainer step", "<= 0.8", "s")
+    _record("GRPO step peak memory vs TRL", r["grpo"], r["trl"], "peak_mb", "TRL GRPOTrainer step", "<= 0.5", "MB")
+    _record("ES member time, separate processes", r["es"], r["plain_es"], "seconds_per_member",
+            "plain ES member", "<= 0.6", "s")
+    if r["interleaved"]:
+        i = r["interleaved"]
+        result("ES member time, alternated in one process", measured=f"{i['evalkit_seconds_per_member']:.2f} s",
+               baseline=f"plain ES member {i['plain_seconds_per_member']:.2f} s",
+               ratio=i["evalkit_seconds_per_member"] / i["plain_seconds_per_member"], target="<= 0.6")
     print("\nratios (target in brackets)")
     print(f"ES iteration peak / inference-only peak [<= 1.1]:   {_ratio(r['es'], r['infer'], 'peak_mb')} MB")
     print(f"ES iteration peak / evalkit GRPO step peak [<= 0.3]: {_ratio(r['es'], r['grpo'], 'peak_mb')} MB")

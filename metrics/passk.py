@@ -57,13 +57,32 @@ def pass_curve(n: int, c: int) -> np.ndarray:
 
 
 def per_problem_passk(ns, cs, ks) -> np.ndarray:
-    """Matrix [problem, k] of unbiased pass@k, NaN where k > n for that problem."""
+    """Matrix [problem, k] of unbiased pass@k, NaN where k > n for that problem.
+
+    Vectorised over problems that share an n: the same elementwise ratios and
+    the same sequential `cumprod` as `pass_curve`, so each entry is bitwise
+    equal to `pass_curve(n, c)[k - 1]`. Only the first `max(ks)` terms of a
+    curve are computed.
+    """
     ns, cs, ks = (np.asarray(x, dtype=np.int64) for x in (ns, cs, ks))
+    if len(ns) != len(cs):
+        raise ValueError(f"ns and cs differ in length: {len(ns)} != {len(cs)}")
+    if np.any(ns < 1) or np.any(cs < 0) or np.any(cs > ns):
+        bad = int(np.flatnonzero((ns < 1) | (cs < 0) | (cs > ns))[0])
+        raise ValueError(f"need 0 <= c <= n and n >= 1, got n={ns[bad]}, c={cs[bad]}")
     out = np.full((len(ns), len(ks)), np.nan)
-    for i, (n, c) in enumerate(zip(ns, cs, strict=True)):
-        curve = pass_curve(int(n), int(c))
+    if len(ns) == 0 or len(ks) == 0:
+        return out
+    for n in np.unique(ns):
+        rows = np.flatnonzero(ns == n)
         ok = ks <= n
-        out[i, ok] = curve[ks[ok] - 1]
+        if not ok.any():
+            continue
+        depth = int(ks[ok].max())
+        j = np.arange(depth, dtype=np.float64)
+        ratios = np.clip((n - cs[rows, None] - j) / (n - j), 0.0, None)
+        curves = 1.0 - np.cumprod(ratios, axis=1)
+        out[np.ix_(rows, np.flatnonzero(ok))] = curves[:, ks[ok] - 1]
     return out
 
 
@@ -105,8 +124,13 @@ def bootstrap_passk(
     `per_problem` is [problem, k] with NaN for problems that do not count at
     that k. Problems are resampled with replacement (the problem set is the
     sample; the per-problem estimate is unbiased, its sampling noise is
-    inside the spread of problems). Seeded, so the same data gives the same
-    interval. Returns (low, high) arrays, NaN where no problem counts.
+    inside the spread of problems). Columns that count the same problems
+    share one resample index matrix (paired across k, as a curve's band
+    should be), and every resample's mean is one row of a count-matrix
+    product, `counts[b, p] @ values[p, k] / m`: one draw of `n_boot x m`
+    indices for the whole curve instead of one per k. Seeded, so the same
+    data gives the same interval. Returns (low, high), NaN where no problem
+    counts.
     """
     per_problem = np.atleast_2d(np.asarray(per_problem, dtype=np.float64))
     n_prob, n_k = per_problem.shape
@@ -114,15 +138,25 @@ def bootstrap_passk(
     high = np.full(n_k, np.nan)
     rng = np.random.default_rng(seed)
     alpha = (1.0 - confidence) / 2.0
+    valid = ~np.isnan(per_problem)
+    groups: dict[bytes, list[int]] = {}
     for j in range(n_k):
-        col = per_problem[:, j]
-        col = col[~np.isnan(col)]
-        if col.size == 0:
-            continue
-        idx = rng.integers(0, col.size, size=(n_boot, col.size))
-        means = col[idx].mean(axis=1)
-        low[j], high[j] = np.quantile(means, [alpha, 1.0 - alpha])
+        if valid[:, j].any():
+            groups.setdefault(np.packbits(valid[:, j]).tobytes(), []).append(j)
+    for cols in groups.values():
+        rows = np.flatnonzero(valid[:, cols[0]])
+        m = rows.size
+        idx = rng.integers(0, m, size=(n_boot, m))
+        means = _draw_counts(idx) @ per_problem[np.ix_(rows, cols)] / m
+        low[cols], high[cols] = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
     return low, high
+
+
+def _draw_counts(idx: np.ndarray) -> np.ndarray:
+    """counts[b, p]: how often problem p is drawn in resample b."""
+    n_boot, m = idx.shape
+    flat = (idx + (np.arange(n_boot) * m)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_boot * m).reshape(n_boot, m).astype(np.float64)
 
 
 def g_pass_at_k(n: int, c: int, k: int, threshold: float) -> float:

