@@ -152,3 +152,33 @@ def test_smoke_study_runs_every_stage_and_resumes_after_a_kill(tmp_path):
     assert {"coverage", "sparsity", "forgetting", "es-grpo"} <= claims
     again = runner.invoke(app, ["study", str(STUDIES / "smoke.toml"), "--out", str(out), "--dry-run"])
     assert again.exit_code == 0 and "to run" not in again.output
+
+
+def test_a_stage_recorded_before_an_option_existed_still_counts_as_done(tmp_path):
+    """Identities leave options at their default out: a record written by an evalkit that
+    lacked an option (here: every option at its default is dropped from the record) is the
+    same stage; a recorded option with another value is a changed stage."""
+    from evalkit.study import stage_status
+    from evalkit.study.spec import read_spec
+    from evalkit.study.stages import identity_hash, option_defaults, plan
+
+    stages = {s.name: s for s in plan(read_spec(_write(tmp_path, GOOD)))}
+    defaults = option_defaults()
+    assert defaults["preset"] is None and defaults["noise"] == "iid"
+
+    def old_style(identity):  # the record of an evalkit without `preset`, `guide_model`, ...
+        trainers = [{k: v for k, v in t.items() if k not in ("preset", "guide_model", "hint")}
+                    for t in identity.get("trainers", [])]
+        return {**identity, "trainers": trainers} if trainers else identity
+
+    state = {"stages": {}}
+    for name in ("heldout", "train-grpo"):
+        ident = old_style(stages[name].identity)
+        state["stages"][name] = {"identity": ident, "identity_hash": "from-an-older-evalkit", "status": "done"}
+        (tmp_path / stages[name].out).mkdir(parents=True)
+    assert "guide_model" in stages["train-grpo"].identity["trainers"][0]
+    assert stage_status(tmp_path, stages["train-grpo"], state) == "done"
+    trainer = dict(state["stages"]["train-grpo"]["identity"]["trainers"][0], lr=0.5)
+    state["stages"]["train-grpo"]["identity"]["trainers"] = [trainer]
+    assert stage_status(tmp_path, stages["train-grpo"], state) == "changed"
+    assert identity_hash({"a": 1, "preset": None}) == identity_hash({"a": 1})

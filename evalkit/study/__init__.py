@@ -83,16 +83,30 @@ def stage_status(out: Path, stage, state: dict) -> str:
     record = state.get("stages", {}).get(stage.name)
     if record is None or not (out / stage.out).exists():
         return "to run"
-    if record["identity_hash"] != identity_hash(stage.identity):
+    if recorded_hash(state, stage.name) != identity_hash(stage.identity):
         return "changed" if record["status"] == "done" else "to run"
     return "done" if record["status"] == "done" else record["status"]
+
+
+def recorded_hash(state: dict, name: str) -> str:
+    """The hash of a recorded stage's identity as this evalkit computes it (defaults left out),
+    its inputs rehashed the same way: records written before an option existed still match."""
+    from evalkit.study.stages import identity_hash
+
+    identity = dict(state["stages"][name]["identity"])
+    inputs = identity.get("inputs") or {}
+    if any(n not in state["stages"] for n in inputs):
+        return state["stages"][name]["identity_hash"]
+    identity["inputs"] = {n: recorded_hash(state, n) for n in inputs}
+    return identity_hash(identity)
 
 
 def _run_stage(out: Path, stage, state: dict, on_stage) -> None:
     from evalkit.study.stages import identity_hash
 
     record = state["stages"].get(stage.name) or {}
-    seconds = record.get("seconds", 0.0) if record.get("identity_hash") == identity_hash(stage.identity) else 0.0
+    same = stage.name in state["stages"] and recorded_hash(state, stage.name) == identity_hash(stage.identity)
+    seconds = record.get("seconds", 0.0) if same else 0.0
     record = {"identity": stage.identity, "identity_hash": identity_hash(stage.identity), "out": stage.out,
               "status": "running", "seconds": seconds, "tokens_estimate": stage.tokens}
     state["stages"][stage.name] = record

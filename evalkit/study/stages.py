@@ -39,7 +39,57 @@ class Stage:
 
 
 def identity_hash(identity: dict) -> str:
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    """Hash of an identity with every option at its default left out: an option that a later
+    evalkit adds (at its default) does not change the identity of a stage that already ran."""
+    canonical = _without_defaults(identity, option_defaults())
+    return hashlib.sha256(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _without_defaults(obj, defaults: dict):
+    if isinstance(obj, dict):
+        return {k: _without_defaults(v, defaults) for k, v in obj.items()
+                if not (k in defaults and _plain(v) == defaults[k])}
+    if isinstance(obj, (list, tuple)):
+        return [_without_defaults(v, defaults) for v in obj]
+    return obj
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+_DEFAULTS: dict | None = None
+
+
+def option_defaults() -> dict:
+    """{option name: default} over every options dataclass a stage records; a name whose
+    default differs between classes is left out (always kept in identities)."""
+    global _DEFAULTS
+    if _DEFAULTS is None:
+        from dataclasses import MISSING, fields
+
+        from evalkit.diff import DiffOptions
+        from evalkit.forgetting.generate import EvalSettings
+        from evalkit.forgetting.runner import ForgettingOptions
+        from evalkit.options import PasskOptions
+        from evalkit.train.es import ESOptions
+        from evalkit.train.grpo import GRPOOptions
+
+        found: dict = {}
+        clashes: set = set()
+        for cls in (PasskOptions, ESOptions, GRPOOptions, DiffOptions, ForgettingOptions, EvalSettings):
+            for f in fields(cls):
+                if f.default is not MISSING:
+                    value = _plain(f.default)
+                elif f.default_factory is not MISSING:
+                    value = _plain(f.default_factory())
+                else:
+                    continue
+                if f.name in found and found[f.name] != value:
+                    clashes.add(f.name)
+                found.setdefault(f.name, value)
+        _DEFAULTS = {k: v for k, v in found.items() if k not in clashes}
+    return _DEFAULTS
 
 
 def plan(spec: StudySpec) -> list[Stage]:
