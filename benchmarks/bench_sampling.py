@@ -81,6 +81,26 @@ def matmul_params(model) -> int:
     return sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 
+def executed_matmul_flops(model, fn) -> float:
+    """FLOPs of the weights' matmuls that `fn()` actually runs: a hook on every Linear adds
+    2 x rows x in x out per call. Work the sampler avoids is not counted: the shared
+    prompt prefix runs once, the prefill's lm_head sees only the last position
+    (logits_to_keep=1), finished rows leave the batch."""
+    total = 0
+
+    def count(module, inputs, _output):
+        nonlocal total
+        total += 2 * (inputs[0].numel() // module.in_features) * module.weight.numel()
+
+    hooks = [m.register_forward_hook(count) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    try:
+        fn()
+    finally:
+        for h in hooks:
+            h.remove()
+    return float(total)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -131,13 +151,16 @@ def main() -> None:
            baseline=f"no entropy {times['evalkit, no entropy']:.2f} s", ratio=1 + overhead, target="<= 1.1")
 
     peak = matmul_flops()
-    tokens = rates["evalkit, entropy"] * times["evalkit, entropy"]
-    achieved = 2 * matmul_params(model) * (tokens + prompt_tokens) / times["evalkit, entropy"]
-    print(f"dense fp32 matmul here: {peak / 1e9:.1f} GFLOP/s; evalkit sampler achieves "
-          f"{achieved / 1e9:.1f} GFLOP/s = {100 * achieved / peak:.1f}% (weights' matmuls only)")
+    flops = executed_matmul_flops(model, runs["evalkit, entropy"])  # same seeds: the timed runs' work
+    achieved = flops / times["evalkit, entropy"]
+    nominal = 2 * matmul_params(model) * (rates["evalkit, entropy"] * times["evalkit, entropy"] + prompt_tokens)
+    print(f"dense fp32 matmul here: {peak / 1e9:.1f} GFLOP/s; evalkit sampler executes {flops / 1e9:.0f} GFLOP "
+          f"of weight matmuls at {achieved / 1e9:.1f} GFLOP/s = {100 * achieved / peak:.1f}% "
+          f"(counting every prompt and generated token through every weight, {nominal / 1e9:.0f} GFLOP: "
+          f"{100 * nominal / times['evalkit, entropy'] / peak:.1f}%)")
     result("sampler share of the fp32 matmul rate", measured=f"{achieved / 1e9:.1f} GFLOP/s",
            baseline=f"dense {1536}x{1536} matmul {peak / 1e9:.1f} GFLOP/s", ratio=achieved / peak,
-           target=">= 0.5", note="weights' matmuls only, prefill + decode")
+           target=">= 0.5", note="weight matmuls the sampler executes (hooks), prefill + decode")
 
 
 if __name__ == "__main__":
