@@ -80,7 +80,7 @@ def main() -> None:
     t_loop_pp, pp_l = best_of(lambda: loop_per_problem(ns, cs, full), 1)
     t_new, table = best_of(lambda: passk_table(ns, cs, ks), args.reps)
     t_new_pp, pp_n = best_of(lambda: per_problem_passk(ns, cs, full), args.reps)
-    t_full, curve = best_of(lambda: passk_table(ns, cs, full), 1)
+    t_full, curve = best_of(lambda: passk_table(ns, cs, full), args.reps)
 
     same = np.array_equal(table.pass_at_k.to_numpy(), mean_l) and np.array_equal(pp_l, pp_n)
     ci_diff = max(np.abs(table.ci_low - low_l).max(), np.abs(table.ci_high - high_l).max())

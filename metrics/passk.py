@@ -59,10 +59,10 @@ def pass_curve(n: int, c: int) -> np.ndarray:
 def per_problem_passk(ns, cs, ks) -> np.ndarray:
     """Matrix [problem, k] of unbiased pass@k, NaN where k > n for that problem.
 
-    Vectorised over problems that share an n: the same elementwise ratios and
-    the same sequential `cumprod` as `pass_curve`, so each entry is bitwise
-    equal to `pass_curve(n, c)[k - 1]`. Only the first `max(ks)` terms of a
-    curve are computed.
+    Vectorised over problems that share an n, one curve per distinct (n, c):
+    the same elementwise ratios and the same sequential `cumprod` as
+    `pass_curve`, so each entry is bitwise equal to `pass_curve(n, c)[k - 1]`.
+    Only the first `max(ks)` terms of a curve are computed.
     """
     ns, cs, ks = (np.asarray(x, dtype=np.int64) for x in (ns, cs, ks))
     if len(ns) != len(cs):
@@ -79,10 +79,12 @@ def per_problem_passk(ns, cs, ks) -> np.ndarray:
         if not ok.any():
             continue
         depth = int(ks[ok].max())
+        # one curve per distinct c: at most n + 1 rows, however many problems share this n
+        distinct, which = np.unique(cs[rows], return_inverse=True)
         j = np.arange(depth, dtype=np.float64)
-        ratios = np.clip((n - cs[rows, None] - j) / (n - j), 0.0, None)
+        ratios = np.clip((n - distinct[:, None] - j) / (n - j), 0.0, None)
         curves = 1.0 - np.cumprod(ratios, axis=1)
-        out[np.ix_(rows, np.flatnonzero(ok))] = curves[:, ks[ok] - 1]
+        out[np.ix_(rows, np.flatnonzero(ok))] = curves[np.ix_(which, ks[ok] - 1)]
     return out
 
 
