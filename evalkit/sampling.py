@@ -239,6 +239,8 @@ def _draw(logits, u, cfg: SamplingConfig, *, record: bool):
     """Next token per row by inverse CDF on uniforms u; entropy when asked."""
     import torch
 
+    if cfg.temperature <= 0 and not record:
+        return logits.argmax(-1), None  # greedy: no distribution needed
     temperature = cfg.temperature if cfg.temperature > 0 else 1.0
     logp = torch.log_softmax(logits / temperature, dim=-1)
     probs = logp.exp()
