@@ -22,9 +22,11 @@ difference the study could have told from zero (the half-width of its interval):
   ES changes a smaller fraction than GRPO beyond the bf16 threshold and is more concentrated;
   contradicted when both are the other way round; else inconclusive (no interval: a diff is exact).
 - forgetting: ES does not forget. evalkit forgetting per method (paired differences, Holm-adjusted
-  McNemar) and the forward KL(pi_base || pi_model) per token on training prompts. Contradicted
-  when ES loses significantly on any benchmark, else supported when nothing moved significantly
-  for ES, with KL as the measure of how far it moved.
+  McNemar) and the forward KL(pi_base || pi_model) on training prompts (per token, and ES - GRPO
+  per completion, paired over the same base completions). Contradicted when ES loses
+  significantly on any benchmark; supported when nothing moved significantly on benchmarks the
+  base solves at least once; inconclusive when the base is at the floor everywhere (0 correct:
+  nothing to lose), with KL as the measure of how far each method moved.
 - es-grpo: ES then GRPO beats either alone. Paired pass@1 of ES-then-GRPO minus ES and minus
   GRPO. Supported when both are above 0, contradicted when either is below 0, else inconclusive.
 """
@@ -183,17 +185,47 @@ def _forgetting(root: Path, methods: list[str]) -> dict | None:
                                       | {"p_holm": b["mcnemar"].get("p_holm")} for b in report["benchmarks"]}}
     if not rows:
         return None
-    verdict = "inconclusive"
+    verdict, note = "inconclusive", None
     if "es" in rows:
-        lost = any(b["p_holm"] is not None and b["p_holm"] < 0.05 and b["difference"] < 0
-                   for b in rows["es"]["benchmarks"].values())
-        moved = any(b["p_holm"] is not None and b["p_holm"] < 0.05 for b in rows["es"]["benchmarks"].values())
-        verdict = "contradicted" if lost else "supported" if not moved else "inconclusive"
-    widths = [(b["ci_high"] - b["ci_low"]) / 2 for r in rows.values() for b in r["benchmarks"].values()]
+        marks = rows["es"]["benchmarks"].values()
+        lost = any(b["p_holm"] is not None and b["p_holm"] < 0.05 and b["difference"] < 0 for b in marks)
+        moved = any(b["p_holm"] is not None and b["p_holm"] < 0.05 for b in marks)
+        # A benchmark the base never solves cannot show a loss: at the floor, "no change" says nothing.
+        informative = [b for b in marks if (b["base_accuracy"] or 0) > 0]
+        if lost:
+            verdict = "contradicted"
+        elif not informative:
+            note = "the base solves none of these items (floor): no loss could be measured"
+        elif not moved:
+            verdict = "supported"
+    widths = [(b["ci_high"] - b["ci_low"]) / 2 for r in rows.values() for b in r["benchmarks"].values()
+              if (b["base_accuracy"] or 0) > 0]
     return {"claim": "forgetting", "statement": "ES does not forget what it was not trained on", "by_method": rows,
-            "verdict": verdict, "rule": "a significant loss for ES (Holm-adjusted McNemar < 0.05): contradicted; "
-                                        "no significant change: supported",
-            "detectable": float(np.nanmax(widths)) if widths else None}
+            "kl_es_minus_grpo": _kl_difference(root), "verdict": verdict, "note": note,
+            "rule": "a significant loss for ES (Holm-adjusted McNemar < 0.05): contradicted; no significant "
+                    "change on benchmarks the base solves at least once: supported; all at the floor: "
+                    "inconclusive", "detectable": float(np.nanmax(widths)) if widths else None}
+
+
+def _kl_difference(root: Path) -> dict | None:
+    """KL(base || ES) - KL(base || GRPO) per completion, paired over the same base completions
+    (same prompts, seed and samples in both forgetting runs), percentile bootstrap over prompts."""
+    from metrics.passk import bootstrap_passk
+
+    kls = {}
+    for m in ("es", "grpo"):
+        path = root / "forgetting" / m / "forgetting.json"
+        kl = json.loads(path.read_text()).get("kl") or {} if path.is_file() else {}
+        if kl.get("status") != "computed" or not kl.get("per_prompt_kl_sequence"):
+            return None
+        kls[m] = kl
+    same = all(kls["es"].get(k) == kls["grpo"].get(k) for k in ("prompts", "seed", "mean_positions", "task"))
+    if not same:
+        return None
+    d = np.asarray(kls["es"]["per_prompt_kl_sequence"]) - np.asarray(kls["grpo"]["per_prompt_kl_sequence"])
+    (low,), (high,) = bootstrap_passk(d[:, None], n_boot=2000)
+    return {"unit": "nats per completion", "es": kls["es"]["kl_sequence"], "grpo": kls["grpo"]["kl_sequence"],
+            "difference": float(d.mean()), "ci_low": float(low), "ci_high": float(high), "prompts": int(len(d))}
 
 
 def _sequence(runs: dict) -> dict | None:
@@ -246,5 +278,19 @@ def _figures(claim: dict) -> str:
         return "; ".join(f"{m}: equals its base (no weight changed)" if r["equals_base"] else
                          f"{m}: changed {r['changed_frac_bits']:.1%} (bits), {r['changed_frac_rel']:.1%} beyond "
                          f"bf16, top-1% share {r['top_1pct_share']:.1%}" for m, r in claim["by_method"].items())
-    return "; ".join(f"{m}: {r['verdict'].split(':')[0]}, KL/token {r['kl_per_token']}"
-                     for m, r in claim["by_method"].items())
+    parts = [f"{m}: accuracy {_accuracies(r)}, KL/token {_num(r['kl_per_token'])}"
+             for m, r in claim["by_method"].items()]
+    if claim.get("kl_es_minus_grpo"):
+        parts.append(f"KL per completion es - grpo: {ci(claim['kl_es_minus_grpo'])}")
+    if claim.get("note"):
+        parts.append(claim["note"])
+    return "; ".join(parts)
+
+
+def _accuracies(row: dict) -> str:
+    return ", ".join(f"{name} {b['base_accuracy']:.2f} -> {b['model_accuracy']:.2f}"
+                     for name, b in row["benchmarks"].items())
+
+
+def _num(value) -> str:
+    return "n/a" if value is None else f"{value:.3f}"

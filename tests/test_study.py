@@ -182,3 +182,27 @@ def test_a_stage_recorded_before_an_option_existed_still_counts_as_done(tmp_path
     state["stages"]["train-grpo"]["identity"]["trainers"] = [trainer]
     assert stage_status(tmp_path, stages["train-grpo"], state) == "changed"
     assert identity_hash({"a": 1, "preset": None}) == identity_hash({"a": 1})
+
+
+def _forgetting_json(folder: Path, base_acc: float, model_acc: float, p: float | None, kl: list[float]) -> None:
+    folder.mkdir(parents=True)
+    bench = {"benchmark": "b", "base_accuracy": base_acc, "model_accuracy": model_acc,
+             "difference": model_acc - base_acc, "ci_low": -0.1, "ci_high": 0.1, "mcnemar": {"p_holm": p}}
+    kl_block = {"status": "computed", "kl_sequence": sum(kl) / len(kl), "kl_per_token": 1.0, "kl_per_token_se": 0.1,
+                "per_prompt_kl_sequence": kl, "prompts": len(kl), "seed": 0, "mean_positions": 5.0, "task": {}}
+    (folder / "forgetting.json").write_text(json.dumps({"verdict": "x", "benchmarks": [bench], "kl": kl_block}))
+
+
+@pytest.mark.parametrize("base_acc,model_acc,p,verdict", [
+    (0.0, 0.0, None, "inconclusive"),   # the floor: nothing to lose, no claim either way
+    (0.5, 0.5, 1.0, "supported"),
+    (0.5, 0.1, 0.01, "contradicted"),
+])
+def test_forgetting_verdict_needs_something_to_lose(tmp_path, base_acc, model_acc, p, verdict):
+    from analyses.study_findings import _forgetting
+
+    _forgetting_json(tmp_path / "forgetting" / "es", base_acc, model_acc, p, [3.0, 5.0, 4.0])
+    _forgetting_json(tmp_path / "forgetting" / "grpo", 0.5, 0.5, 1.0, [1.0, 2.0, 2.0])
+    claim = _forgetting(tmp_path, ["es", "grpo"])
+    assert claim["verdict"] == verdict
+    assert claim["kl_es_minus_grpo"]["difference"] == pytest.approx(7 / 3)  # paired over the same prompts
