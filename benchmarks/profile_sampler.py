@@ -23,6 +23,7 @@ from collections import defaultdict
 import torch
 
 from bench_sampling import matmul_flops, matmul_params
+from record import result
 
 GROUPS = {
     "weight matmuls": ("aten::addmm", "aten::mm", "aten::linear", "aten::matmul", "aten::bmm"),
@@ -113,6 +114,12 @@ def main() -> None:
     ceiling = shape_rate(model, per_step)
     print(f"the model's weight matmuls alone, {per_step} rows each (F.linear, no model around them): "
           f"{ceiling / 1e9:.1f} GFLOP/s = {100 * ceiling / peak:.1f}% of the dense rate: the decode ceiling")
+    result("sampler decode, share of the dense matmul rate", measured=f"{decode_flops / decode_s / 1e9:.1f} GFLOP/s",
+           baseline=f"dense matmul {peak / 1e9:.1f} GFLOP/s", ratio=decode_flops / decode_s / peak, target=None,
+           note="profile")
+    result("the model's matmuls alone at the decode batch, share of the dense rate",
+           measured=f"{ceiling / 1e9:.1f} GFLOP/s ({per_step} rows)", baseline=f"dense matmul {peak / 1e9:.1f} GFLOP/s",
+           ratio=ceiling / peak, target=None, note="profile: the decode ceiling")
 
     from torch.profiler import ProfilerActivity, profile
 
