@@ -27,8 +27,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metrics.passk import pass_curve, passk_table, per_problem_passk  # noqa: E402
 from record import result  # noqa: E402
+
+from metrics.passk import pass_curve, passk_table, per_problem_passk  # noqa: E402
 
 
 def loop_per_problem(ns, cs, ks):

@@ -21,7 +21,6 @@ import time
 from collections import defaultdict
 
 import torch
-
 from bench_sampling import matmul_flops, matmul_params
 from record import result
 
@@ -89,7 +88,7 @@ def main() -> None:
 
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
     start = time.perf_counter()
-    samples = run()
+    run()
     end = time.perf_counter()
     handle.remove()
     # forward calls: prefill (1 or 2 with a shared prefix), then one per decode step
@@ -97,7 +96,6 @@ def main() -> None:
     prefill_s = marks[n_prefill] - start if len(marks) > n_prefill else end - start
     decode_s = end - start - prefill_s
     prefill_tokens = sum(rows[:n_prefill])
-    decode_tokens = sum(rows[n_prefill:]) + sum(1 for _ in samples)  # the last step's logits come from the last call
     peak = matmul_flops()
     # prefill keeps only the last position's logits: lm_head runs once per prompt there
     prefill_flops = 2 * ((params - lm_head) * prefill_tokens + lm_head * args.prompts)

@@ -93,12 +93,13 @@ def table(results: dict, cores: int) -> str:
         "| benchmark | measurement | evalkit | baseline | ratio | target | met | load |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, (rows, load, seconds, code) in results.items():
+    for name, (rows, load, _seconds, code) in results.items():
         if code != 0:
             lines.append(f"| {name} | **failed (exit {code})**, see bench_{name}.txt | | | | | no | {load} |")
         for r in rows:
             met = "" if r["met"] is None else ("yes" if r["met"] else "**no**")
-            lines.append(f"| {name} | {r['name']} | {r['measured']} | {r['baseline']} | {r['ratio']:.3g}x | "
+            ratio = "-" if r["ratio"] != r["ratio"] else f"{r['ratio']:.3g}x"  # NaN: not measured
+            lines.append(f"| {name} | {r['name']} | {r['measured']} | {r['baseline']} | {ratio} | "
                          f"{r['target'] or ''} | {met} | {load} |")
     notes = ROOT / "benchmarks" / "NOTES.md"
     if notes.exists():
