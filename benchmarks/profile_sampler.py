@@ -87,9 +87,16 @@ def main() -> None:
         rows.append(int((kwargs.get("input_ids") if "input_ids" in kwargs else inputs[0]).numel()))
 
     handle = model.register_forward_pre_hook(hook, with_kwargs=True)
-    start = time.perf_counter()
-    run()
-    end = time.perf_counter()
+    best = None
+    for _ in range(2):  # best of two: one timing on a loaded machine says little
+        marks.clear()
+        rows.clear()
+        start = time.perf_counter()
+        run()
+        end = time.perf_counter()
+        if best is None or end - start < best[1] - best[0]:
+            best = (start, end, list(marks), list(rows))
+    start, end, marks, rows = best
     handle.remove()
     # forward calls: prefill (1 or 2 with a shared prefix), then one per decode step
     n_prefill = 2 if len(rows) > 1 and rows[0] < rows[1] else 1
