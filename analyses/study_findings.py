@@ -29,6 +29,10 @@ difference the study could have told from zero (the half-width of its interval):
   nothing to lose), with KL as the measure of how far each method moved.
 - es-grpo: ES then GRPO beats either alone. Paired pass@1 of ES-then-GRPO minus ES and minus
   GRPO. Supported when both are above 0, contradicted when either is below 0, else inconclusive.
+
+Other methods of a study (distill, grpo-guided, grpo-hinted) appear in the figures (each minus
+the base, their diffs, forgetting and training rows) but no verdict reads them: the claims are
+about ES and GRPO. `other_methods` lists them and findings.md says so under the table.
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ import numpy as np
 
 from analyses.runs import Run, load_run
 
-__all__ = ["write_findings", "findings"]
+__all__ = ["write_findings", "findings", "CLAIM_METHODS"]
+
+CLAIM_METHODS = ("es", "grpo", "es-grpo")  # the methods the verdicts read
 
 
 def write_findings(root: Path, methods: list[str], out: Path) -> dict:
@@ -59,7 +65,7 @@ def findings(root: Path, methods: list[str]) -> dict:
     rows = [_coverage(runs), _entropy(runs), _sparsity(root, methods), _forgetting(root, methods),
             _sequence(runs)]
     return {"kind": "study-findings", "methods": methods, "claims": [r for r in rows if r is not None],
-            "training": _training(root, methods)}
+            "other_methods": [m for m in methods if m not in CLAIM_METHODS], "training": _training(root, methods)}
 
 
 # ---------------------------------------------------------------- helpers
@@ -262,6 +268,9 @@ def to_markdown(result: dict) -> str:
     lines = ["| claim | figures | verdict |", "|---|---|---|"]
     for c in result["claims"]:
         lines.append(f"| {c['statement']} | {_figures(c)} | {c['verdict']} |")
+    if result.get("other_methods"):
+        lines.append(f"\n{', '.join(result['other_methods'])}: figures listed above for comparison; the verdicts "
+                     f"read {', '.join(CLAIM_METHODS)} only (the claims are about ES and GRPO).")
     return "\n".join(lines) + "\n"
 
 

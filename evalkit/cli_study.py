@@ -1,4 +1,5 @@
-"""`evalkit study`: train ES, GRPO and ES-then-GRPO on one budget, evaluate everything, one report.
+"""`evalkit study`: train ES, GRPO, ES-then-GRPO (and distillation, guided and hinted GRPO) on one
+budget, evaluate everything, one report.
 
     evalkit study studies/smoke.toml --out runs/smoke
     evalkit study studies/seed-cpu.toml --out results/study --dry-run

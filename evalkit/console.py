@@ -386,14 +386,24 @@ def _print_kl(kl: dict | None) -> None:
 
 
 def print_study_plan(spec, stages, statuses: list[str], out: Path) -> None:
-    """The stages in order, their folders, what they read, estimated tokens, and their status."""
+    """The methods with their steps and budgets, then the stages in order, their folders, what
+    they read, estimated tokens, and their status."""
     budget = spec.budget
     console.print(f"[bold]{spec.title}[/bold]: base {spec.base_model}, {len(spec.methods)} methods, budget "
-                  f"{budget['per_method']} {budget['unit']} each (spent: " +
-                  ", ".join(f"{m} {v}" for m, v in budget["spent"].items()) + ")")
+                  f"{budget['per_method']} {budget['unit']} each")
+    methods = Table(title="methods")
+    for col in ("method", "trainer", "iterations / steps", budget["unit"]):
+        methods.add_column(col, justify="left" if col in ("method", "trainer") else "right")
+    for name, trainers in spec.methods.items():
+        at_most = budget.get("at_most", {}).get(name)
+        methods.add_row(name, " then ".join(t.kind for t in trainers),
+                        " + ".join(str(t.count) for t in trainers),
+                        f"{budget['spent'][name]:,}" + (f" (with hints at most {at_most:,})" if at_most else ""))
+    console.print(methods)
     table = Table(title=f"plan ({out})")
-    for col in ("stage", "output", "reads", "est. tokens", "status"):
-        table.add_column(col, justify="right" if col == "est. tokens" else "left")
+    table.add_column("stage", no_wrap=True, min_width=max(len(s.name) for s in stages))  # names stay whole
+    for col in ("output", "reads", "est. tokens", "status"):
+        table.add_column(col, justify="right" if col == "est. tokens" else "left", overflow="fold")
     for stage, status in zip(stages, statuses, strict=True):
         reads = "every stage above" if len(stage.needs) > 4 else ", ".join(stage.needs) or "-"
         table.add_row(stage.name, stage.out, reads, f"{stage.tokens:,}" if stage.tokens

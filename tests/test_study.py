@@ -44,6 +44,22 @@ k = [1, 2]
 max_new_tokens = 8
 """
 
+# The seed's other methods, on GOOD's budget (16 completions): distillation 2 steps x 2 prompts x 4
+# samples; guided and hinted GRPO take [methods.grpo]'s options (2 steps x 2 prompts x 4).
+NEW = """
+[methods.distill]
+teacher = "smollm2-135m"
+prompts_per_step = 2
+samples_per_prompt = 4
+max_new_tokens = 8
+[methods.grpo-guided]
+guide_model = "smollm2-135m"
+guided_rollouts = 1
+guide_tokens = 2
+[methods.grpo-hinted]
+hint = "all-wrong"
+"""
+
 
 def _write(tmp_path, text: str) -> Path:
     path = tmp_path / "study.toml"
@@ -66,6 +82,27 @@ BAD = [
     (GOOD + "[methods.es-grpo]\nes_share = 1.5\n", "es_share"),
     ("this is = not [toml", "not a readable TOML"),
     (GOOD.replace("population = 2", "population = 1"), "methods.es: --population 1"),
+    (GOOD + NEW.replace("[methods.distill]", "[methods.distil]"), "methods.distil"),
+    (GOOD + NEW.replace('teacher = "smollm2-135m"\n', ""), "methods.distill.teacher is missing"),
+    (GOOD + NEW.replace("samples_per_prompt = 4", "samples_per_prompt = 4\ntoken_fraction = 1.5"),
+     "methods.distill: --token-fraction 1.5"),
+    (GOOD + NEW.replace("samples_per_prompt = 4", "samples_per_prompt = 4\ntoken_fraction = 0.0"),
+     "methods.distill: --token-fraction 0.0"),
+    (GOOD + NEW.replace("samples_per_prompt = 4", "samples_per_prompt = 4\nsteps = 3"), "budget: the methods spend"),
+    (GOOD + NEW.replace("samples_per_prompt = 4", 'samples_per_prompt = 4\nbackend = "vllm"'),
+     "methods.distill.backend vllm"),
+    (GOOD + NEW.replace('guide_model = "smollm2-135m"\n', ""), "methods.grpo-guided.guide_model is missing"),
+    (GOOD + NEW.replace("guided_rollouts = 1\n", ""), "methods.grpo-guided.guided_rollouts is missing"),
+    (GOOD + NEW.replace("guide_tokens = 2", "guide_tokens = 8"), "methods.grpo-guided.guide_tokens 8"),
+    (GOOD + NEW.replace("guided_rollouts = 1", "guided_rollouts = 4"), "methods.grpo-guided: --guided-rollouts 4"),
+    (GOOD + NEW.replace('hint = "all-wrong"', 'hint = "always"'), "methods.grpo-hinted: --hint always"),
+    (GOOD + NEW.replace('hint = "all-wrong"', 'hint_fraction = 0.5'), "methods.grpo-hinted.hint is missing"),
+    (GOOD + NEW.replace('hint = "all-wrong"', 'hint = "all-wrong"\nguide_tokens = 2'),
+     "methods.grpo-hinted.guide_tokens: this key makes the method grpo-guided"),
+    (GOOD.replace("[methods.grpo]", '[methods.grpo]\nhint = "all-wrong"'),
+     "methods.grpo.hint: this key makes the method grpo-hinted"),
+    (GOOD + '[methods.es-grpo]\n[methods.es-grpo.grpo]\nguide_model = "smollm2-135m"\n',
+     "methods.es-grpo.grpo.guide_model: this key makes the method grpo-guided"),
 ]
 
 
@@ -104,6 +141,94 @@ def test_budget_sets_the_steps_and_dry_run_writes_nothing(tmp_path):
         assert stage in result.output
     bad = runner.invoke(app, ["study", str(tmp_path / "study.toml"), "--out", str(out), "--only", "nope"])
     assert bad.exit_code == 2 and "no such stage" in bad.output
+
+
+def test_the_seed_methods_share_the_budget_and_get_every_evaluation(tmp_path):
+    from evalkit.study.spec import read_spec
+    from evalkit.study.stages import plan
+
+    spec = read_spec(_write(tmp_path, GOOD + NEW))
+    (distill,), (guided,), (hinted,) = (spec.methods[m] for m in ("distill", "grpo-guided", "grpo-hinted"))
+    assert (distill.kind, distill.count, distill.completions) == ("distill", 2, 16)  # 2 x 2 prompts x 4 samples
+    assert (guided.count, guided.opts.group_size, guided.opts.max_new_tokens, guided.opts.guide_model) == (
+        2, 4, 8, "smollm2-135m")  # [methods.grpo]'s options, then its own
+    assert (hinted.count, hinted.opts.hint, hinted.opts.guided_rollouts) == (2, "all-wrong", 0)
+    assert spec.methods["grpo"][0].opts.hint is None and spec.methods["grpo"][0].opts.guided_rollouts == 0
+    assert spec.budget["spent"] == dict.fromkeys(["es", "grpo", "distill", "grpo-guided", "grpo-hinted"], 16)
+    assert spec.budget["at_most"] == {"grpo-hinted": 32}  # each all-wrong group sampled once more, at most
+    tokens = read_spec(_write(tmp_path, GOOD.replace("per_method = 16", 'unit = "tokens"\nper_method = 128') + NEW))
+    assert tokens.methods["distill"][0].count == 2 and tokens.budget["spent"]["distill"] == 2 * 8 * 8
+    names = {s.name for s in plan(read_spec(_write(tmp_path, GOOD + NEW + "[evaluations.diff]\n"
+                                                                     "[evaluations.forgetting]\n")))}
+    for method in ("distill", "grpo-guided", "grpo-hinted"):
+        assert {f"train-{method}", f"passk-{method}", f"diff-{method}", f"forgetting-{method}"} <= names
+    assert "diff-es-vs-grpo" in names and not any("vs-distill" in n or "vs-grpo-" in n for n in names)
+
+
+@pytest.mark.parametrize("key", ["teacher", "guide_model"])
+def test_a_teacher_or_guide_with_another_tokenizer_is_refused_before_any_work(tmp_path, tiny_model, key):
+    text = GOOD + NEW.replace(f'{key} = "smollm2-135m"', f'{key} = "{tiny_model}"')
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["study", str(_write(tmp_path, text)), "--out", str(out)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "tokenizers differ" in result.output and key.replace("_", "-") in result.output
+    assert not out.exists()
+
+
+def test_a_relative_teacher_path_is_read_from_the_current_folder(tmp_path, monkeypatch):
+    from evalkit.errors import UsageError
+    from evalkit.models import resolve_model
+    from evalkit.study.spec import read_spec
+
+    (tmp_path / "here").mkdir()
+    (tmp_path / "here" / "teacher").symlink_to(resolve_model("smollm2-135m").path)
+    path = _write(tmp_path, GOOD + NEW.replace('teacher = "smollm2-135m"', 'teacher = "teacher"'))
+    monkeypatch.chdir(tmp_path / "here")
+    assert read_spec(path).methods["distill"][0].opts.teacher == "teacher"
+    monkeypatch.chdir(tmp_path)  # the study file's folder: no `teacher` there
+    with pytest.raises(UsageError, match="methods.distill: teacher: no such folder"):
+        read_spec(path)
+
+
+def test_smoke_methods_plan_shows_every_method_with_its_steps_and_budget(tmp_path):
+    out = tmp_path / "plan"
+    result = runner.invoke(app, ["study", str(STUDIES / "smoke-methods.toml"), "--out", str(out), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert not out.exists()
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in result.output.splitlines() if line.count("│") == 5}
+    assert rows["distill"] == ["distill", "2", "16"] and rows["grpo-guided"] == ["grpo", "2", "16"]
+    assert rows["grpo-hinted"] == ["grpo", "2", "16 (with hints at most 32)"] and rows["es"] == ["es", "2", "16"]
+    for method in ("distill", "grpo-guided", "grpo-hinted"):
+        for stage in ("train", "passk", "diff", "forgetting"):
+            assert f"{stage}-{method} " in result.output, (stage, method)
+
+
+def _toy_methods(tmp_path) -> Path:
+    """studies/smoke-methods.toml at half its size: one step of 8 completions of 8 tokens each."""
+    text = (STUDIES / "smoke-methods.toml").read_text()
+    return _write(tmp_path, text.replace("per_method = 16", "per_method = 8").replace("max_new_tokens = 16",
+                                                                                      "max_new_tokens = 8"))
+
+
+@pytest.mark.slow
+def test_the_new_methods_train_stages_run_end_to_end(tmp_path):
+    path, out = _toy_methods(tmp_path), tmp_path / "study"
+    for stage in ("train-distill", "train-grpo-guided", "train-grpo-hinted", "diff-distill"):
+        result = runner.invoke(app, ["study", str(path), "--out", str(out), "--only", stage])
+        assert result.exit_code == 0, result.output
+    stages = _stages(out)
+    assert [stages[s]["status"] for s in stages] == ["done"] * 4, stages
+    logs = {m: [json.loads(x) for x in (out / "train" / m / "metrics.jsonl").read_text().splitlines()]
+            for m in ("distill", "grpo-guided", "grpo-hinted")}
+    assert all(len(lines) == 1 for lines in logs.values())  # 8 completions: one step each
+    assert "kl_selected" in logs["distill"][0] and logs["grpo-guided"][0]["frac_guided"] == 0.25
+    for m in logs:
+        assert (out / stages[f"train-{m}"]["result"]["checkpoint"] / "model.safetensors").is_file()
+    hinted = stages["train-grpo-hinted"]["result"]["hint_completions"]
+    assert hinted % 4 == 0 and 0 <= hinted <= 8  # whole groups of 4, at most the first samplings again
+    assert hinted == 4 * round(logs["grpo-hinted"][0]["frac_hinted"] * 2)
+    assert (out / "diff" / "distill" / "diff.json").is_file()
 
 
 def _study(out: Path) -> subprocess.Popen:
@@ -182,6 +307,19 @@ def test_a_stage_recorded_before_an_option_existed_still_counts_as_done(tmp_path
     state["stages"]["train-grpo"]["identity"]["trainers"] = [trainer]
     assert stage_status(tmp_path, stages["train-grpo"], state) == "changed"
     assert identity_hash({"a": 1, "preset": None}) == identity_hash({"a": 1})
+    # DistillOptions came later: its other defaults (lr 1e-5, micro_batch 4) must not make GRPO's
+    # defaults clash, or GRPO stages recorded with them would hash differently now
+    assert identity_hash({"a": 1, "lr": 1e-6, "micro_batch": 2}) == identity_hash({"a": 1})
+    assert identity_hash({"a": 1, "teacher": "", "token_fraction": 1.0}) == identity_hash({"a": 1})
+
+
+def test_the_committed_seed_study_still_resumes_without_refusal():
+    """results/study ran before the seed's other methods existed: every stage is still done."""
+    from evalkit.study import stage_status, study_plan
+
+    out = Path(__file__).parents[1] / "results" / "study"
+    _, stages, state = study_plan(STUDIES / "seed-cpu.toml", out)
+    assert {s.name: stage_status(out, s, state) for s in stages} == {s.name: "done" for s in stages}
 
 
 def _forgetting_json(folder: Path, base_acc: float, model_acc: float, p: float | None, kl: list[float]) -> None:
@@ -206,3 +344,16 @@ def test_forgetting_verdict_needs_something_to_lose(tmp_path, base_acc, model_ac
     claim = _forgetting(tmp_path, ["es", "grpo"])
     assert claim["verdict"] == verdict
     assert claim["kl_es_minus_grpo"]["difference"] == pytest.approx(7 / 3)  # paired over the same prompts
+
+
+def test_findings_list_other_methods_without_reading_them_in_a_verdict(tmp_path):
+    from analyses.study_findings import write_findings
+
+    _forgetting_json(tmp_path / "forgetting" / "es", 0.5, 0.5, 1.0, [3.0, 5.0, 4.0])
+    _forgetting_json(tmp_path / "forgetting" / "grpo", 0.5, 0.5, 1.0, [1.0, 2.0, 2.0])
+    _forgetting_json(tmp_path / "forgetting" / "distill", 0.5, 0.1, 0.01, [9.0, 9.0, 9.0])  # a significant loss
+    result = write_findings(tmp_path, ["es", "grpo", "distill"], tmp_path / "findings")
+    (claim,) = result["claims"]
+    assert claim["verdict"] == "supported" and set(claim["by_method"]) == {"es", "grpo", "distill"}
+    assert result["other_methods"] == ["distill"]
+    assert "distill: figures listed above" in (tmp_path / "findings" / "findings.md").read_text()

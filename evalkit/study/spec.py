@@ -10,14 +10,31 @@ The file is TOML (read with the standard library's `tomllib`):
     [budget]      unit = "completions" | "tokens", per_method
     [methods.es] [methods.grpo] [methods.es-grpo]   trainer options (evalkit.train); es-grpo takes
                                                     es_share and [methods.es-grpo.es] / .grpo tables
+    [methods.distill]                               DistillOptions; `teacher` required
+    [methods.grpo-guided] [methods.grpo-hinted]     GRPO variants: [methods.grpo]'s options (when
+                                                    given) plus their own; guided needs guide_model,
+                                                    guided_rollouts, guide_tokens; hinted needs hint
     [evaluations.passk|entropy|length|groups|diff|forgetting]   each evaluator's options
     [report]      title
 
+Methods: a method's name says its trainer; the six names above are the only ones. GRPO's
+guidance keys (guide_model, guide_tokens, guided_rollouts) belong to grpo-guided and its hint
+keys (hint, hint_fraction) to grpo-hinted only, so `grpo` and `es-grpo` stay plain GRPO, the arm
+the ES-vs-GRPO claims read. Paths (base_model, train_task.name, teacher, guide_model) are read
+as written: a relative one from the folder the command runs in. A teacher or guide model whose
+tokenizer is not the base model's is refused here, before any work.
+
 Budget: each method's generated completions (ES: iterations x population x prompts per
 iteration, greedy; GRPO: steps x prompts per step x group size; ES-then-GRPO: both stages,
-`es_share` of it in ES), or generated tokens counted as completions x max_new_tokens (an upper
-bound: completions may stop early). Iterations and steps are computed from the budget unless
-given, and a study whose methods' budgets differ by more than 10% is refused.
+`es_share` of it in ES; distillation: steps x prompts per step x samples per prompt, the
+student's samples, teacher-forcing generates nothing; guided GRPO: as GRPO, a guided rollout
+(the guide's prefix and the policy's continuation) counting as one completion; hinted GRPO: as
+GRPO, counting first samplings only: hints sample each all-zero group once more, so it spends
+at most twice that, `budget["at_most"]`, and its train stage records the completions the
+hints added), or generated tokens counted as completions x max_new_tokens (an upper bound:
+completions may stop early; a guided rollout's prefix is part of its max_new_tokens, so
+guide_tokens must be below it). Iterations and steps are computed from the budget unless
+given, and a study whose methods' budgets (first samplings) differ by more than 10% is refused.
 """
 
 from __future__ import annotations
@@ -30,7 +47,17 @@ from evalkit.errors import UsageError
 
 __all__ = ["StudySpec", "Trainer", "read_spec", "METHODS", "EVALUATIONS", "TOLERANCE"]
 
-METHODS = ("es", "grpo", "es-grpo")
+METHODS = ("es", "grpo", "es-grpo", "distill", "grpo-guided", "grpo-hinted")
+VARIANT_KEYS = {"grpo-guided": ("guide_model", "guide_tokens", "guided_rollouts"),  # GRPO options only
+                "grpo-hinted": ("hint", "hint_fraction")}                         # these variants take
+REQUIRED = {  # method -> {key: what to give}
+    "distill": {"teacher": "the teacher: a checkpoint folder (e.g. a trained GRPO step-* folder), a hub name "
+                           "or smollm2-135m, with the base model's tokenizer"},
+    "grpo-guided": {"guide_model": "the weak model whose prefixes guide (a folder, hub name or smollm2-135m)",
+                    "guided_rollouts": "how many of each group's rollouts continue a guide prefix (1 .. group_size-1)",
+                    "guide_tokens": "the guide prefix's length in tokens (below max_new_tokens)"},
+    "grpo-hinted": {"hint": 'the hint kind: hint = "all-wrong" (an all-wrong group is sampled again from a hint)'},
+}
 EVALUATIONS = {  # evaluator -> its options and their defaults
     "passk": {"n": 16, "k": [1, 2, 4, 8, 16], "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256,
               "batch_size": 64, "seed": 0},
@@ -53,13 +80,31 @@ SET_BY_STUDY = {"model", "task", "task_size", "task_seed", "task_config", "dtype
 class Trainer:
     """One trainer run of a method (ES-then-GRPO has two)."""
 
-    opts: object  # ESOptions or GRPOOptions
+    opts: object  # ESOptions, GRPOOptions or DistillOptions
     share: float  # of the method's budget
     explicit: bool  # iterations / steps given in the file: checked against the budget, not computed
 
     @property
     def kind(self) -> str:
-        return "es" if hasattr(self.opts, "population") else "grpo"
+        return _kind(self.opts)
+
+    @property
+    def count(self) -> int:
+        """Its ES iterations or steps."""
+        return getattr(self.opts, _count_field(self.opts))
+
+    @property
+    def completions(self) -> int:
+        """Completions its iterations / steps generate (hints' extra samplings not counted)."""
+        return self.count * _per_unit(self.opts, "completions")
+
+
+def _kind(opts) -> str:
+    return "es" if hasattr(opts, "population") else "distill" if hasattr(opts, "teacher") else "grpo"
+
+
+def _count_field(opts) -> str:
+    return "iterations" if _kind(opts) == "es" else "steps"
 
 
 @dataclass(frozen=True)
@@ -71,8 +116,8 @@ class StudySpec:
     device: str
     train_task: dict  # name, size, seed, config
     eval_task: dict  # name, size, seed, config, limit
-    budget: dict  # unit, per_method, and per method: the budget its options spend
-    methods: dict  # name -> tuple of Trainer (es, grpo: one; es-grpo: ES then GRPO)
+    budget: dict  # unit, per_method, spent (per method, first samplings), at_most (methods with hints)
+    methods: dict  # name -> tuple of Trainer (one; es-grpo: ES then GRPO)
     evaluations: dict  # name -> options dict, defaults filled in
     report_title: str
 
@@ -149,45 +194,83 @@ def _load(task: dict, key: str):
 
 
 def _methods(table: dict, model: str, train: dict, common: dict, seed: int) -> dict:
+    from evalkit.train.distill import DistillOptions
     from evalkit.train.es import ESOptions
     from evalkit.train.grpo import GRPOOptions
 
     _unknown(table, set(METHODS), "methods.")
     shared = {"model": model, "task": train["name"], "task_size": train["size"], "task_seed": train["seed"],
               "task_config": _json(train["config"]), "seed": seed, **common}
+    grpo = dict(table.get("grpo", {}))
+    single = {"es": (ESOptions, table.get("es", {})), "grpo": (GRPOOptions, grpo),
+              "distill": (DistillOptions, table.get("distill", {}))}
+    single |= {v: (GRPOOptions, {**grpo, **table.get(v, {})}) for v in VARIANT_KEYS}  # grpo's options, then its own
     out = {}
-    for name, cls in (("es", ESOptions), ("grpo", GRPOOptions)):
-        if name in table:
-            out[name] = (_trainer(cls, table[name], shared, f"methods.{name}.", 1.0),)
-    if "es-grpo" in table:
-        stage = dict(table["es-grpo"])
-        _unknown(stage, {"es", "grpo", "es_share"}, "methods.es-grpo.")
-        share = float(stage.get("es_share", 0.5))
-        if not 0 < share < 1:
-            raise UsageError(f"methods.es-grpo.es_share {share}: must be between 0 and 1")
-        out["es-grpo"] = (
-            _trainer(ESOptions, {**table.get("es", {}), **stage.get("es", {})}, shared, "methods.es-grpo.es.", share),
-            _trainer(GRPOOptions, {**table.get("grpo", {}), **stage.get("grpo", {})}, shared,
-                     "methods.es-grpo.grpo.", 1 - share),
-        )
+    for name in (m for m in METHODS if m in table):
+        if name == "es-grpo":
+            out[name] = _es_grpo(table, shared, ESOptions, GRPOOptions)
+        else:
+            cls, options = single[name]
+            out[name] = (_trainer(cls, options, shared, f"methods.{name}.", 1.0, name),)
     return out
 
 
-def _trainer(cls, table: dict, shared: dict, prefix: str, share: float) -> Trainer:
+def _es_grpo(table: dict, shared: dict, es_cls, grpo_cls) -> tuple:
+    stage = dict(table["es-grpo"])
+    _unknown(stage, {"es", "grpo", "es_share"}, "methods.es-grpo.")
+    share = float(stage.get("es_share", 0.5))
+    if not 0 < share < 1:
+        raise UsageError(f"methods.es-grpo.es_share {share}: must be between 0 and 1")
+    return (
+        _trainer(es_cls, {**table.get("es", {}), **stage.get("es", {})}, shared, "methods.es-grpo.es.", share),
+        _trainer(grpo_cls, {**table.get("grpo", {}), **stage.get("grpo", {})}, shared,
+                 "methods.es-grpo.grpo.", 1 - share, "es-grpo"),
+    )
+
+
+def _trainer(cls, table: dict, shared: dict, prefix: str, share: float, method: str = "") -> Trainer:
     names = {f.name for f in fields(cls)} - SET_BY_STUDY - {"seed"}
     _unknown(table, names, prefix)
+    _method_keys(method, table, prefix)
     try:
         opts = cls(**{**shared, **table})
         _validate(replace(opts, backend="hf"))  # values now; the backend's machine when the stage runs
     except (TypeError, UsageError) as exc:
         raise UsageError(f"{prefix.rstrip('.')}: {exc}") from None
+    _study_checks(opts, prefix)
     return Trainer(opts, share, bool({"iterations", "steps"} & set(table)))
 
 
-def _validate(opts) -> None:
-    from evalkit.train import es, grpo
+def _method_keys(method: str, table: dict, prefix: str) -> None:
+    """GRPO's guidance and hint keys make its variants (only they take them); a method's
+    defining keys are required."""
+    for variant, keys in VARIANT_KEYS.items():
+        stray = sorted(set(keys) & set(table))
+        if variant != method and stray:
+            raise UsageError(f"{prefix}{stray[0]}: this key makes the method {variant}; "
+                             f"put it under [methods.{variant}]")
+    for key, what in REQUIRED.get(method, {}).items():
+        if not table.get(key):
+            raise UsageError(f"{prefix}{key} is missing: {what}")
 
-    (es.validate if hasattr(opts, "population") else grpo.validate)(opts)
+
+def _study_checks(opts, prefix: str) -> None:
+    """What a shared budget needs beyond the trainer's own checks."""
+    if getattr(opts, "dynamic_sampling", False):
+        raise UsageError(f"{prefix}dynamic_sampling: its completions per step vary, so it cannot "
+                         "share a budget; leave it off in a study")
+    if _kind(opts) == "distill" or getattr(opts, "guided_rollouts", 0) or getattr(opts, "hint", None):
+        if opts.backend != "hf":
+            raise UsageError(f"{prefix}backend {opts.backend}: this method samples with the hf backend only")
+    if getattr(opts, "guided_rollouts", 0) and opts.guide_tokens >= opts.max_new_tokens:
+        raise UsageError(f"{prefix}guide_tokens {opts.guide_tokens}: must be below max_new_tokens "
+                         f"{opts.max_new_tokens} (the guide's prefix is part of the rollout)")
+
+
+def _validate(opts) -> None:
+    from evalkit.train import distill, es, grpo
+
+    {"es": es, "grpo": grpo, "distill": distill}[_kind(opts)].validate(opts)
 
 
 def _json(config: dict) -> str:
@@ -197,20 +280,20 @@ def _json(config: dict) -> str:
 
 
 def _per_unit(opts, unit: str) -> int:
-    """What one ES iteration / GRPO step spends, in completions or tokens."""
-    if hasattr(opts, "population"):
+    """What one ES iteration / GRPO or distillation step spends, in completions or tokens."""
+    kind = _kind(opts)
+    if kind == "es":
         completions = opts.population * opts.prompts_per_iteration
-    else:
-        if opts.dynamic_sampling:
-            raise UsageError("methods.grpo.dynamic_sampling: its completions per step vary, so it cannot "
-                             "share a budget; leave it off in a study")
+    elif kind == "distill":  # the student's samples; teacher-forcing them generates nothing
+        completions = opts.prompts_per_step * opts.samples_per_prompt
+    else:  # a guided rollout (guide prefix + policy continuation) is one completion
         completions = opts.prompts_per_step * opts.group_size
     return completions * (opts.max_new_tokens if unit == "tokens" else 1)
 
 
 def _spend(trainer: Trainer, total: int, unit: str) -> tuple[Trainer, int]:
     """The trainer with its iterations/steps from the budget (unless given), and what it spends."""
-    field = "iterations" if trainer.kind == "es" else "steps"
+    field = _count_field(trainer.opts)
     per = _per_unit(trainer.opts, unit)
     if not trainer.explicit:
         trainer = replace(trainer, opts=replace(trainer.opts, **{field: max(1, round(total * trainer.share / per))}))
@@ -225,15 +308,17 @@ def _apply_budget(methods: dict, table: dict) -> tuple[dict, dict]:
     total = table.get("per_method")
     if not isinstance(total, int) or total < 1:
         raise UsageError("budget.per_method: give the completions (or tokens) each method may generate, e.g. 3072")
-    spent, out = {}, {}
+    spent, out, at_most = {}, {}, {}
     for name, trainers in methods.items():
         done = [_spend(t, total, unit) for t in trainers]
         out[name], spent[name] = tuple(t for t, _ in done), sum(s for _, s in done)
+        if any(t.opts.hint for t, _ in done if t.kind == "grpo"):  # each all-zero group sampled once more
+            at_most[name] = 2 * spent[name]
     if max(spent.values()) > (1 + TOLERANCE) * min(spent.values()):
         listing = ", ".join(f"{m} {v}" for m, v in spent.items())
         raise UsageError(f"budget: the methods spend {listing} {unit}; they must be within {TOLERANCE:.0%} "
                          "of each other (change iterations/steps or the batch sizes)")
-    return out, {"unit": unit, "per_method": total, "spent": spent}
+    return out, {"unit": unit, "per_method": total, "spent": spent, "at_most": at_most}
 
 
 def _evaluations(table: dict) -> dict:

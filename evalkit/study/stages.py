@@ -3,13 +3,18 @@
     stages = plan(spec)    # in order; each names the stages it needs and what determines its output
 
     data/heldout.jsonl      the held-out split (eval generator minus questions seen in training)
-    train/<method>/         evalkit.train.run_es / run_grpo / run_es_grpo
+    train/<method>/         evalkit.train.run_es / run_grpo / run_es_grpo, evalkit.train.distill.run_distill
+                            (grpo-guided, grpo-hinted: run_grpo with their options)
     passk/<base|method>/    evalkit.passk.run_passk on the held-out split
     entropy/ length/ groups/   analyses' reports over the passk runs (groups: with GRPO's log)
     diff/<method>/          evalkit.diff against the base, in the training dtype; diff/es-vs-grpo/
     forgetting/<method>/    evalkit.forgetting.runner.run_forgetting with --train-task KL
-    findings/               analyses.study_findings: one row per claim
+    findings/               analyses.study_findings: one row per claim (verdicts read es, grpo, es-grpo;
+                            other methods' figures are listed)
     report/                 analyses.report.build_report over everything
+
+Every method gets the train, passk, diff and forgetting stages and is in entropy, length and
+the report; groups reads GRPO's log and diff-es-vs-grpo compares es and grpo only.
 
 A stage's identity holds its options and the identities of the stages it reads, so an edited
 study file changes exactly the stages it touches (and those after them).
@@ -63,11 +68,11 @@ _DEFAULTS: dict | None = None
 
 def option_defaults() -> dict:
     """{option name: default} over every options dataclass a stage records; a name whose
-    default differs between classes is left out (always kept in identities)."""
+    default differs between classes is left out (always kept in identities). Classes added
+    later (`_later_options`) only add names the others lack: a new clash would keep a name
+    that existing hashes dropped, so adding a class leaves every existing identity's hash."""
     global _DEFAULTS
     if _DEFAULTS is None:
-        from dataclasses import MISSING, fields
-
         from evalkit.diff import DiffOptions
         from evalkit.forgetting.generate import EvalSettings
         from evalkit.forgetting.runner import ForgettingOptions
@@ -78,18 +83,27 @@ def option_defaults() -> dict:
         found: dict = {}
         clashes: set = set()
         for cls in (PasskOptions, ESOptions, GRPOOptions, DiffOptions, ForgettingOptions, EvalSettings):
-            for f in fields(cls):
-                if f.default is not MISSING:
-                    value = _plain(f.default)
-                elif f.default_factory is not MISSING:
-                    value = _plain(f.default_factory())
-                else:
-                    continue
-                if f.name in found and found[f.name] != value:
-                    clashes.add(f.name)
-                found.setdefault(f.name, value)
-        _DEFAULTS = {k: v for k, v in found.items() if k not in clashes}
+            for name, value in _defaults_of(cls).items():
+                if name in found and found[name] != value:
+                    clashes.add(name)
+                found.setdefault(name, value)
+        later = {k: v for cls in _later_options() for k, v in _defaults_of(cls).items() if k not in found}
+        _DEFAULTS = {k: v for k, v in found.items() if k not in clashes} | later
     return _DEFAULTS
+
+
+def _later_options() -> tuple:
+    """Options classes a stage records that came after the first studies ran (see option_defaults)."""
+    from evalkit.train.distill import DistillOptions
+
+    return (DistillOptions,)
+
+
+def _defaults_of(cls) -> dict:
+    from dataclasses import MISSING, fields
+
+    return {f.name: _plain(f.default if f.default is not MISSING else f.default_factory()) for f in fields(cls)
+            if f.default is not MISSING or f.default_factory is not MISSING}
 
 
 def plan(spec: StudySpec) -> list[Stage]:
@@ -159,31 +173,36 @@ def _heldout(spec: StudySpec) -> Stage:
 def _train(spec: StudySpec, method: str) -> Stage:
     trainers = spec.methods[method]
     spent = spec.budget["spent"][method]
-    tokens = spent if spec.budget["unit"] == "tokens" else sum(
-        _completions(t) * t.opts.max_new_tokens for t in trainers)
+    tokens = spent if spec.budget["unit"] == "tokens" else sum(t.completions * t.opts.max_new_tokens for t in trainers)
 
     def run(folder: Path, _) -> dict:
         from evalkit.console import train_progress
         from evalkit.train import run_es, run_es_grpo, run_grpo
+        from evalkit.train.distill import run_distill
 
         if method == "es-grpo":
             with train_progress("es-grpo: es") as a, train_progress("es-grpo: grpo") as b:
                 bars = {"es": a, "grpo": b}
                 summary = run_es_grpo(trainers[0].opts, trainers[1].opts, folder, progress_for=bars.get)
         else:
-            runner = run_es if method == "es" else run_grpo
+            runner = {"es": run_es, "grpo": run_grpo, "distill": run_distill}[trainers[0].kind]
             with train_progress(method) as progress:
                 summary = runner(trainers[0].opts, folder, progress=progress)
-        return {"checkpoint": _rel(summary["final_checkpoint"], folder.parent.parent), "complete": summary["complete"]}
+        result = {"checkpoint": _rel(summary["final_checkpoint"], folder.parent.parent),
+                  "complete": summary["complete"]}
+        if getattr(trainers[0].opts, "hint", None):
+            result["hint_completions"] = _hint_completions(folder, trainers[0].opts)
+        return result
 
     identity = {"method": method, "trainers": [asdict(t.opts) for t in trainers], "budget": spent}
     return Stage(f"train-{method}", f"train/{method}", (), identity, tokens, run)
 
 
-def _completions(trainer) -> int:
-    o = trainer.opts
-    return (o.iterations * o.population * o.prompts_per_iteration if trainer.kind == "es"
-            else o.steps * o.prompts_per_step * o.group_size)
+def _hint_completions(folder: Path, opts) -> int:
+    """Completions the hints added beyond the budget's first samplings: group_size per all-zero
+    group (metrics.jsonl: frac_hinted of groups_sampled)."""
+    lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    return opts.group_size * sum(round(x.get("frac_hinted", 0.0) * x.get("groups_sampled", 0)) for x in lines)
 
 
 def _checkpoint(spec: StudySpec, model: str, results: dict, root: Path) -> str:
