@@ -307,16 +307,14 @@ def _execute(python: str, source: str | FunctionTest, limits: Limits, uid: int |
 
 
 def _classify(code: int, result: str, tail: str, limits: Limits) -> tuple[str, str | None]:
-    reports = [line for line in result.splitlines() if line.startswith(RESULT_TAG)]
-    if reports:
-        found = json.loads(reports[-1][len(RESULT_TAG):])
+    report = _last_tagged(result)
+    if report is not None:
+        found = json.loads(report)
         if found["status"] == "passed" and code != 0:
             return "error", f"exit code {code} after the program ended"
         return found["status"], found["detail"] or None
-    if code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
-        return "timeout", f"CPU limit {limits.cpu_seconds}s exceeded (signal {-code})"
     if code < 0:
-        return "error", f"killed by {_signal_name(-code)}"
+        return _signalled(-code, limits)
     last = tail.strip().splitlines()[-1:] or [""]
     return "error", f"exit code {code} without a result: {last[0][-300:]}"
 
@@ -324,22 +322,35 @@ def _classify(code: int, result: str, tail: str, limits: Limits) -> tuple[str, s
 def _classify_function(reply: dict, limits: Limits) -> tuple[str, str | None]:
     """The verifier's verdict; when it says the candidate's process ended before answering,
     the way it ended (a CPU limit is a timeout, as for a plain program)."""
-    verdicts = [line for line in reply["result"].splitlines() if line.startswith(RESULT_TAG)]
+    verdict = _last_tagged(reply["result"])
     code, child = reply["code"], reply.get("child_code")
-    if verdicts:
-        found = json.loads(verdicts[-1][len(RESULT_TAG):])
+    if verdict is not None:
+        found = json.loads(verdict)
         if found["gone"] and child is not None and child < 0:
-            if -child in (signal.SIGXCPU, signal.SIGKILL):
-                return "timeout", f"CPU limit {limits.cpu_seconds}s exceeded (signal {-child})"
-            return "error", f"the candidate's process was killed by {_signal_name(-child)}"
+            return _signalled(-child, limits, subject="the candidate's process")
         if found["status"] == "passed" and code != 0:
             return "error", f"verifier exit code {code} after its verdict"
         return found["status"], found["detail"] or None
-    if code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
-        return "timeout", f"CPU limit {limits.cpu_seconds}s exceeded by the test (signal {-code})"
     if code < 0:
-        return "error", f"the verifier was killed by {_signal_name(-code)}"
+        return _signalled(-code, limits, subject="the verifier", by=" by the test")
     return "error", f"the verifier ended (exit code {code}) without a verdict"
+
+
+def _last_tagged(text: str) -> str | None:
+    """What follows RESULT_TAG on the last line of `text` that starts with it (a program's
+    report, the verifier's verdict: JSON); None when no line does."""
+    lines = [line for line in text.splitlines() if line.startswith(RESULT_TAG)]
+    return lines[-1][len(RESULT_TAG):] if lines else None
+
+
+def _signalled(number: int, limits: Limits, subject: str = "", by: str = "") -> tuple[str, str]:
+    """A process ended by signal `number`: SIGXCPU or SIGKILL (a CPU limit) is a timeout,
+    exceeded `by` whose code; any other signal an error, which names the `subject` (a plain
+    program's message names none)."""
+    if number in (signal.SIGXCPU, signal.SIGKILL):
+        return "timeout", f"CPU limit {limits.cpu_seconds}s exceeded{by} (signal {number})"
+    killed = f"killed by {_signal_name(number)}"
+    return "error", f"{subject} was {killed}" if subject else killed
 
 
 def _signal_name(number: int) -> str:

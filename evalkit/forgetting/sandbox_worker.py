@@ -349,38 +349,41 @@ class Broken(BaseException):
     `except Exception` does not swallow it; and verify() counts it an error in any case."""
 
 
-def verify(job, call_fd, answer_fd):
-    """Run the trusted setup and test, then `check(proxy)`: (status, detail, gone).
-    `proxy(*args)` sends the arguments to the candidate's process and returns its answer
-    decoded into fresh plain objects, or raises the builtin exception it raised, rebuilt.
-    passed: check returned; failed: an AssertionError; error: anything else, or any
-    answer that was not plain data (then whatever the test did with it); gone: the
-    candidate's process closed its pipe (it ended: the worker looks at how)."""
-    broken, gone, rebuilt = [], [], []
+class Link:
+    """The verifier's ends of the candidate's pipes. The first reason the candidate's
+    answers cannot be used is kept in `broken` (a Broken is raised, and every later exchange
+    raises it again); `gone`: the candidate's process closed its pipe; `rebuilt`: (exception,
+    the candidate's class name) for each exception of the candidate raised again here."""
 
-    def fail(reason):
-        broken.append(reason[:500])
-        raise Broken(broken[0])
+    def __init__(self, call_fd, answer_fd):
+        self.call_fd, self.answer_fd = call_fd, answer_fd
+        self.broken, self.gone, self.rebuilt = [], False, []
 
-    def exchange(message):
-        if broken:
-            raise Broken(broken[0])
+    def fail(self, reason):
+        self.broken.append(reason[:500])
+        raise Broken(self.broken[0])
+
+    def exchange(self, message):
+        """Send `message` (None: nothing) and read the next message from the candidate."""
+        if self.broken:
+            raise Broken(self.broken[0])
         try:
             if message is not None:
-                write_frame(call_fd, message)
-            return read_frame(answer_fd)
+                write_frame(self.call_fd, message)
+            return read_frame(self.answer_fd)
         except (OSError, EOFError):
-            gone.append(True)
-            fail("the candidate's process ended without answering")
+            self.gone = True
+            self.fail("the candidate's process ended without answering")
         except Malformed as exc:
-            fail(f"malformed answer from the candidate's process: {exc}")
+            self.fail(f"malformed answer from the candidate's process: {exc}")
         except Unsendable as exc:
-            fail(f"the test passed arguments that cannot be sent: {exc}")
+            self.fail(f"the test passed arguments that cannot be sent: {exc}")
 
-    def rebuild(message):
+    def rebuild(self, message):
+        """The candidate's exception (["X", ...], see raised()) as its first builtin class."""
         if len(message) != 5 or type(message[1]) is not list or type(message[2]) is not str \
                 or type(message[4]) is not str:
-            fail("malformed exception from the candidate's process")
+            self.fail("malformed exception from the candidate's process")
         names, name, text = message[1][:16], message[2][:200], message[4][-1000:]
         try:
             args = decode(message[3]) if message[3] is not None else None
@@ -397,53 +400,71 @@ def verify(job, call_fd, answer_fd):
                     exc = kind(*attempt)
                 except Exception:
                     continue
-                rebuilt.append((exc, name))
+                self.rebuilt.append((exc, name))
                 return exc
-        fail(f"{name}: {text}")
+        self.fail(f"{name}: {text}")
 
-    def answer(message):
+    def answer(self, message):
+        """The value the candidate returned, decoded; or its exception, raised again."""
         if message[0] == "R" and len(message) == 2:
             try:
                 return decode(message[1])
             except Malformed as exc:
-                fail(f"malformed answer from the candidate's process: {exc}")
+                self.fail(f"malformed answer from the candidate's process: {exc}")
         if message[0] == "X":
-            raise rebuild(message)
+            raise self.rebuild(message)
         if message[0] == "U" and len(message) == 2 and type(message[1]) is str:
-            fail(f"the candidate returned a value that cannot be checked: {message[1]}")
-        fail("malformed answer from the candidate's process")
+            self.fail(f"the candidate returned a value that cannot be checked: {message[1]}")
+        self.fail("malformed answer from the candidate's process")
 
-    def proxy(*args, **kwargs):
-        try:
-            request = ["C", encode(args), encode(kwargs)]
-        except Unsendable as exc:
-            fail(f"the test passed arguments that cannot be sent: {exc}")
-        return answer(exchange(request))
+    def greeting(self):
+        """The candidate's first message: ["H"] when its program defined the function."""
+        hello = self.exchange(None)
+        if hello[0] == "S" and len(hello) == 2 and type(hello[1]) is str:
+            self.fail(hello[1])
+        if hello != ["H"]:
+            self.answer(hello)  # the program's own exception, or a malformed greeting
+            self.fail("malformed greeting from the candidate's process")
 
+    def proxy(self):
+        """The test's `candidate`: a plain function that calls the candidate's."""
+        def proxy(*args, **kwargs):
+            try:
+                request = ["C", encode(args), encode(kwargs)]
+            except Unsendable as exc:
+                self.fail(f"the test passed arguments that cannot be sent: {exc}")
+            return self.answer(self.exchange(request))
+        return proxy
+
+
+def verify(job, call_fd, answer_fd):
+    """Run the trusted setup and test, then `check(proxy)`: (status, detail, gone).
+    `proxy(*args)` sends the arguments to the candidate's process and returns its answer
+    decoded into fresh plain objects, or raises the builtin exception it raised, rebuilt.
+    passed: check returned; failed: an AssertionError; error: anything else, or any
+    answer that was not plain data (then whatever the test did with it); gone: the
+    candidate's process closed its pipe (it ended: the worker looks at how)."""
+    link = Link(call_fd, answer_fd)
+    proxy = link.proxy()
     namespace = {"__name__": "__main__"}
     try:
         exec(compile(job["setup"], "<setup>", "exec"), namespace)
         namespace[job["entry_point"]] = proxy  # tests that name the function get the candidate
         exec(compile(job["test"], "<test>", "exec"), namespace)
-        hello = exchange(None)
-        if hello[0] == "S" and len(hello) == 2 and type(hello[1]) is str:
-            fail(hello[1])
-        if hello != ["H"]:
-            answer(hello)  # the program's own exception, or a malformed greeting
-            fail("malformed greeting from the candidate's process")
+        link.greeting()
         namespace["check"](proxy)
     except AssertionError as exc:
         status, detail = "failed", "AssertionError: " + str(exc)
     except MemoryError:
         status, detail = "error", "MemoryError: memory limit reached"
     except BaseException as exc:
-        name = next((n for e, n in rebuilt if e is exc), type(exc).__name__)
+        name = next((n for e, n in link.rebuilt if e is exc), type(exc).__name__)
         status, detail = "error", name + ": " + str(exc)
     else:
         status, detail = "passed", ""
-    if broken:
-        status, detail = "error", broken[0]
-    return status, detail[-500:], bool(gone)
+    if link.broken:
+        status, detail = "error", link.broken[0]
+    return status, detail[-500:], link.gone
 
 
 def verifier(req, call_fd, answer_fd, verdict_fd):
@@ -475,28 +496,50 @@ def verifier(req, call_fd, answer_fd, verdict_fd):
             exit_now(0)
 
 
-def wait_verifier(pid, timeout):
-    """Wait up to `timeout` s for the verifier (in the worker's own group) to end; kill it
-    by pid on expiry (it cannot be reused before it is reaped) and reap it."""
+def wait_exit(pid, timeout):
+    """True when the worker's child `pid` ends within `timeout` s. It is not reaped: until
+    reap() the pid stays a zombie's, so it cannot be reused while the caller kills by it."""
     try:
         pidfd = os.pidfd_open(pid)
     except (AttributeError, OSError):
         pidfd = None
     if pidfd is not None:
         try:
-            exited = bool(select.select([pidfd], [], [], timeout)[0])
+            return bool(select.select([pidfd], [], [], timeout)[0])
         finally:
             os.close(pidfd)
-    else:
-        deadline = time.monotonic() + timeout
-        while not (exited := os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.002)
+    deadline = time.monotonic() + timeout
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def reap(pid):
+    """Wait for the child `pid` and return its exit code (negative: the signal that ended it)."""
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def wait_verifier(pid, timeout):
+    """Wait up to `timeout` s for the verifier (in the worker's own group) to end; kill it
+    by pid on expiry (it cannot be reused before it is reaped) and reap it."""
+    exited = wait_exit(pid, timeout)
     if not exited:
         os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
-    return exited, os.waitstatus_to_exitcode(status)
+    return exited, reap(pid)
+
+
+def wait_child(pid, timeout):
+    """Wait up to `timeout` s for the child to end, kill its process group (before reaping:
+    the pid cannot be reused while the child is a zombie), reap it."""
+    exited = wait_exit(pid, timeout)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return exited, reap(pid)
 
 
 def serve_function(req):
@@ -504,11 +547,9 @@ def serve_function(req):
     the candidate's child, say the child's pid, wait for the verifier (the wall clock), kill
     what is left, reply. `trusted_read`: the verifier took this request's test off the
     trusted pipe (otherwise evalkit does not use this worker again)."""
-    if req["uid"] not in CLEAN:
-        survivors = clean_up(req["uid"], everywhere=True)
-        if survivors:
-            return {"survivors": survivors}
-        CLEAN.add(req["uid"])
+    survivors = leftovers(req["uid"])
+    if survivors:
+        return {"survivors": survivors}
     started = time.monotonic()
     # The worker, the verifier and the child share one CPU for the program (the one the
     # worker was just woken on), so each call is a switch on that CPU, not a wake-up on
@@ -527,75 +568,63 @@ def serve_function(req):
                 os.close(fd)
     try:
         try:
-            verifier_pid = os.fork()
+            verifier_pid = fork_into(verifier, req, call_w, answer_r, verdict_w)
         except OSError as exc:
             return {"start_error": str(exc), "trusted_read": False}
-        if verifier_pid == 0:
-            exit_now = os._exit
-            try:
-                verifier(req, call_w, answer_r, verdict_w)
-            finally:
-                exit_now(1)
-        close(verdict_w)
+        close(verdict_w)  # before the child's fork: the child never holds the verdict's write end
         try:
-            pid = os.fork()
+            pid = fork_into(function_child, req, call_r, answer_w, log)
         except OSError as exc:
             wait_verifier(verifier_pid, 0)
             return {"start_error": str(exc), "trusted_read": drain(verdict_r).startswith("R")}
-        if pid == 0:
-            exit_now = os._exit
-            try:
-                function_child(req, call_r, answer_w, log)
-            except BaseException:
-                pass
-            finally:
-                exit_now(1)
         close(call_r, call_w, answer_r, answer_w)
-        timeout = req["timeout"]
-        try:
-            send({"pid": pid})
-        except OSError:
-            timeout = 0  # nobody is waiting for the answer: stop the program now
-        exited, code = wait_verifier(verifier_pid, max(0.0, timeout - (time.monotonic() - started)))
-        verdict = drain(verdict_r)
-        # The candidate's process ended before the verdict: how (a CPU limit is a timeout).
-        lines = [line for line in verdict.splitlines() if line.startswith(req["tag"])]
-        gone = exited and bool(lines) and json.loads(lines[-1][len(req["tag"]):])["gone"]
-        child_exited, child_code = wait_child(pid, 1.0 if gone else 0)
-        survivors = clean_up(req["uid"], everywhere=not SUBREAPER)
-        return {"timeout": not exited, "code": code, "result": verdict, "tail": tail(log),
-                "child_code": child_code if child_exited else None, "survivors": survivors,
-                "trusted_read": verdict.startswith("R")}
+        return finish_function(req, started, verifier_pid, pid, verdict_r, log)
     finally:
         close(*list(mine))
         if allowed is not None:
             os.sched_setaffinity(0, allowed)
 
 
-def wait_child(pid, timeout):
-    """Wait up to `timeout` s for the child to end, kill its process group (before reaping:
-    the pid cannot be reused while the child is a zombie), reap it."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        pidfd = None
-    if pidfd is not None:
+def fork_into(run, *args):
+    """Fork a process that runs run(*args) and ends there with os._exit (1, should `run`
+    return or raise: it never returns into the worker's loop); its pid, in the worker."""
+    pid = os.fork()
+    if pid == 0:
+        exit_now = os._exit  # looked up before `run`: a child's guard sets os._exit to None
         try:
-            exited = bool(select.select([pidfd], [], [], timeout)[0])
+            run(*args)
+        except BaseException:
+            pass
         finally:
-            os.close(pidfd)
-    else:
-        deadline = time.monotonic() + timeout
-        while not (exited := os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None):
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.002)
+            exit_now(1)
+    return pid
+
+
+def finish_function(req, started, verifier_pid, pid, verdict_r, log):
+    """The started function test's end: say the child's pid, wait for the verifier until
+    the wall clock (counted from `started`) runs out, read its verdict, end the child and
+    whatever the program left; the reply."""
+    timeout = announce(pid, req["timeout"])
+    exited, code = wait_verifier(verifier_pid, max(0.0, timeout - (time.monotonic() - started)))
+    verdict = drain(verdict_r)
+    # The candidate's process ended before the verdict: how (a CPU limit is a timeout).
+    lines = [line for line in verdict.splitlines() if line.startswith(req["tag"])]
+    gone = exited and bool(lines) and json.loads(lines[-1][len(req["tag"]):])["gone"]
+    child_exited, child_code = wait_child(pid, 1.0 if gone else 0)
+    survivors = clean_up(req["uid"], everywhere=not SUBREAPER)
+    return {"timeout": not exited, "code": code, "result": verdict, "tail": tail(log),
+            "child_code": child_code if child_exited else None, "survivors": survivors,
+            "trusted_read": verdict.startswith("R")}
+
+
+def announce(pid, timeout):
+    """Tell evalkit the program's pid; the seconds to give it: `timeout`, or 0 when nobody
+    is waiting for the answer (then the program is stopped now)."""
     try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    _, status = os.waitpid(pid, 0)
-    return exited, os.waitstatus_to_exitcode(status)
+        send({"pid": pid})
+    except OSError:
+        return 0
+    return timeout
 
 
 def live(uid):
@@ -678,6 +707,17 @@ def clean_up(uid, everywhere):
     return live(uid) if uid is not None else children()
 
 
+def leftovers(uid):
+    """Before a uid's first program in this worker (a worker killed mid-program may have
+    left processes of it), clean up: the survivors; [] when the uid is (now) clean."""
+    if uid in CLEAN:
+        return []
+    survivors = clean_up(uid, everywhere=True)
+    if not survivors:
+        CLEAN.add(uid)
+    return survivors
+
+
 def drain(fd):
     os.set_blocking(fd, False)
     chunks = []
@@ -699,11 +739,9 @@ def tail(fd, size=4000):
 
 def serve(req):
     """One program: fork the child, say its pid, wait, kill what is left, reply."""
-    if req["uid"] not in CLEAN:
-        survivors = clean_up(req["uid"], everywhere=True)
-        if survivors:
-            return {"survivors": survivors}
-        CLEAN.add(req["uid"])
+    survivors = leftovers(req["uid"])
+    if survivors:
+        return {"survivors": survivors}
     log = os.memfd_create("evalkit-sandbox-log")
     read_end, write_end = os.pipe()  # the result travels apart from the program's output
     try:
@@ -726,12 +764,7 @@ def serve(req):
             exit_now(1)
     os.close(write_end)
     try:
-        timeout = req["timeout"]
-        try:
-            send({"pid": pid})
-        except OSError:
-            timeout = 0  # nobody is waiting for the answer: stop the program now
-        exited, code = wait_child(pid, timeout)
+        exited, code = wait_child(pid, announce(pid, req["timeout"]))
         survivors = clean_up(req["uid"], everywhere=not SUBREAPER)
         return {"timeout": not exited, "code": code, "result": drain(read_end), "tail": tail(log),
                 "survivors": survivors}
