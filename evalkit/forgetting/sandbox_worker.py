@@ -555,18 +555,19 @@ def serve_function(req):
     # worker was just woken on), so each call is a switch on that CPU, not a wake-up on
     # another: on a loaded machine that halves the time (bench_forgetting.py).
     allowed = pin_to_current_cpu()
-    log = os.memfd_create("evalkit-sandbox-log")
-    call_r, call_w = os.pipe()  # verifier -> candidate
-    answer_r, answer_w = os.pipe()  # candidate -> verifier
-    verdict_r, verdict_w = os.pipe()  # verifier -> worker
-    mine = {log, call_r, call_w, answer_r, answer_w, verdict_r, verdict_w}
+    mine = set()
 
     def close(*fds):
         for fd in fds:
             if fd in mine:
                 mine.discard(fd)
                 os.close(fd)
-    try:
+    try:  # from the first descriptor on: a failure to open one still unpins and closes the rest
+        mine.add(log := os.memfd_create("evalkit-sandbox-log"))
+        mine.update(call := os.pipe())  # verifier -> candidate
+        mine.update(answer := os.pipe())  # candidate -> verifier
+        mine.update(verdict := os.pipe())  # verifier -> worker
+        (call_r, call_w), (answer_r, answer_w), (verdict_r, verdict_w) = call, answer, verdict
         try:
             verifier_pid = fork_into(verifier, req, call_w, answer_r, verdict_w)
         except OSError as exc:
