@@ -7,8 +7,9 @@ completion, with a Manager, reliability_guard inside; no rlimits, no
 privilege drop), one at a time. Measured in the same run on the same
 canonical solutions: evalkit's sandbox with 1 and 2 workers (a pre-warmed
 worker per slot forks one child per program: own session, throw-away uid
-when root, rlimits, guard, process group + uid kill; the 1-worker figure
-includes starting its worker). Prints seconds and the ratio to the
+when root, rlimits, guard, process group + uid kill; and a verifier that
+runs the test and calls the child's function over a pipe; the 1-worker
+figure includes starting its worker). Prints seconds and the ratio to the
 baseline (> 1 = faster than the baseline).
 """
 

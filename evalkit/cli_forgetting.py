@@ -41,7 +41,7 @@ def forgetting(
     base: Annotated[str, typer.Argument(help="Base checkpoint: folder, hub name, or built-in 'smollm2-135m'.")],
     model: Annotated[str, typer.Argument(help="Trained checkpoint to compare against the base.")],
     mc_file: Annotated[list[str] | None, typer.Option(help="Multiple-choice benchmark file NAME=PATH (JSONL: question, choices, answer index); repeatable, e.g. --mc-file mmlu=mmlu.jsonl.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Folder for forgetting.json and items.jsonl (per-item outcomes).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Folder for forgetting.json, items.jsonl (per-item outcomes) and journal.jsonl (finished units). Rerun the same command to resume.")] = None,
     workers: Hidden = None,
     timeout: Hidden = None,
     **given,
@@ -50,7 +50,7 @@ def forgetting(
 
     Example: evalkit forgetting smollm2-135m runs/grpo/final --suite reasoning --limit 20 --out runs/forget
     """
-    from evalkit.console import counted_progress, print_forgetting
+    from evalkit.console import counted_progress, err_console, print_forgetting
     from evalkit.forgetting.runner import parse_mc_files, run_forgetting
 
     old = {"workers": workers, "timeout": timeout}
@@ -59,5 +59,6 @@ def forgetting(
     opts = build(ForgettingOptions, given, base=base, model=model, mc_files=parse_mc_files(mc_file or []),
                  **{k: int(v) if k == "grader_workers" else v for k, v in renamed.items()})
     with counted_progress() as progress:
-        report = run_forgetting(opts, out, progress=progress)
+        report = run_forgetting(opts, out, progress=progress,
+                                log=lambda line: err_console.print(line, style="dim", markup=False, highlight=False))
     print_forgetting(report, out)

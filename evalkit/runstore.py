@@ -23,7 +23,8 @@ from pathlib import Path
 from evalkit.errors import UsageError
 
 __all__ = ["SCHEMA_VERSION", "upgrade", "graded_by", "record_options", "FolderLock", "RunDir", "check_writable", "write_json_atomic",
-           "write_atomic", "read_samples", "read_jsonl", "append_jsonl", "plain_json", "frame_records", "versions"]
+           "write_atomic", "read_samples", "read_jsonl", "append_jsonl", "jsonl_line", "split_lines", "cut_torn_line",
+           "refuse_if_different", "plain_json", "frame_records", "versions"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
 # 2: `schema_version` recorded; options' task_config is a JSON object, as task.config (1: a string)
@@ -131,13 +132,18 @@ def write_json_atomic(path: Path, data: dict) -> None:
     write_atomic(path, dump)
 
 
+def jsonl_line(record: dict) -> bytes:
+    """One record as a strict-JSON line (UTF-8, newline-terminated), as every append writes it."""
+    return (json.dumps(plain_json(record), ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
 def append_jsonl(path: Path, records: Iterable[dict]) -> None:
     """Append JSON lines, one `write` each on an O_APPEND descriptor, then fsync: a crash
     tears at most the last line, which `read_samples` ignores."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for record in records:
-            os.write(fd, (json.dumps(plain_json(record), ensure_ascii=False, allow_nan=False) + "\n").encode())
+            os.write(fd, jsonl_line(record))
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -175,13 +181,13 @@ REPAIR_HINT = f"rerun with --repair to set it aside in {REJECTED} and sample it 
 def read_samples(path: Path, *, hint: str = REPAIR_HINT) -> list[dict]:
     """Complete lines of a samples file; a torn last line is ignored, a corrupt complete line is a
     UsageError naming it (`evalkit passk --repair` sets such lines aside and resamples them)."""
-    good, bad = _split_lines(path)
+    good, bad = split_lines(path)
     if bad:
         raise UsageError(f"{path}:{bad[0][0]}: corrupt line (not a JSON record); {hint}")
     return [record for _, record in good]
 
 
-def _split_lines(path: Path) -> tuple[list, list]:
+def split_lines(path: Path) -> tuple[list, list]:
     """([(line number, record)], [(line number, raw bytes)]) of the complete lines of a JSONL file."""
     good, bad = [], []
     if not Path(path).exists():
@@ -304,27 +310,17 @@ class RunDir:
                 stored = json.loads(stored_path.read_text())
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{stored_path}: unreadable ({exc.msg}); use another --out") from exc
-            _refuse_if_different(self.path, upgrade(stored), self.settings)
-            self._cut_torn_line()
+            refuse_if_different(self.path, upgrade(stored), self.settings)
+            cut_torn_line(self.path / SAMPLES)
             return
         if any(p.name != LOCK for p in self.path.iterdir()):
             raise UsageError(f"{self.path}: folder is not empty and holds no evalkit run; use another --out")
         self.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(stored_path, self.settings)
 
-    def _cut_torn_line(self) -> None:
-        path = self.path / SAMPLES
-        if not path.exists():
-            return
-        data = path.read_bytes()
-        end = data.rfind(b"\n") + 1
-        if end != len(data):
-            with open(path, "r+b") as fh:
-                fh.truncate(end)
-
     def _set_aside_corrupt_lines(self) -> int:
         path = self.path / SAMPLES
-        good, bad = _split_lines(path)
+        good, bad = split_lines(path)
         if bad:
             with open(self.path / REJECTED, "ab") as fh:
                 fh.writelines(raw for _, raw in bad)
@@ -354,14 +350,31 @@ def graded_by(settings: dict) -> str | None:
     return settings.get("grader") or _UNVERSIONED.get(kind)
 
 
-def _refuse_if_different(path: Path, stored: dict, wanted: dict) -> None:
+def cut_torn_line(path: Path) -> None:
+    """Cut a JSONL file after its last newline: the part line a crash mid-write left is dropped
+    before anything is appended after it."""
+    path = Path(path)
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end != len(data):
+        with open(path, "r+b") as fh:
+            fh.truncate(end)
+
+
+def refuse_if_different(path: Path, stored: dict, wanted: dict, *, ordered: bool = False) -> None:
+    """A UsageError naming the first key whose value differs (`kind` first, then by name; `ordered`:
+    in the order of `wanted`'s keys, then any only `stored` has)."""
     same_kind = stored.get("kind") == wanted.get("kind")
     if same_kind and "grader" in wanted and graded_by(stored) != wanted["grader"]:
         raise UsageError(
             f"{path} was graded by {graded_by(stored)}, this evalkit grades with {wanted['grader']}: "
             f"`evalkit regrade {path}` brings a passk run's grades up to date; or use another --out"
         )
-    for key in sorted(set(stored) | set(wanted), key=lambda k: (k != "kind", k)):  # what it is, first
+    keys = dict.fromkeys([*wanted, *stored]) if ordered else sorted(set(stored) | set(wanted),
+                                                                    key=lambda k: (k != "kind", k))
+    for key in keys:  # what it is, first
         if stored.get(key) != wanted.get(key):
             raise UsageError(
                 f"{path} holds a run with {key}={json.dumps(stored.get(key))}, "

@@ -2,8 +2,12 @@
 bombs, deletions outside its folder, killing the parent. Limits are kept
 small: this machine has 2 shared cores. Programs run in children forked by
 one pre-warmed worker per slot: the worker is reused, cannot be touched by
-its programs, and a worker that dies or hangs costs one `error`, not a hang."""
+its programs, and a worker that dies or hangs costs one `error`, not a hang.
+Function tests: the test runs in a trusted verifier that gets plain data
+back from the function's process (the codec is tested here; the forgery
+table is in test_forgetting_humaneval.py)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from evalkit.forgetting import sandbox
-from evalkit.forgetting.sandbox import Limits, run_program
+from evalkit.forgetting import sandbox_worker as worker_codec
+from evalkit.forgetting.sandbox import FunctionTest, Limits, run_program
 
 ROOT = os.geteuid() == 0
 SMALL = Limits(timeout=3.0, cpu_seconds=3, memory_mb=256, max_procs=4, file_mb=1)
@@ -277,3 +282,244 @@ def test_without_a_subreaper_the_uid_is_still_swept(monkeypatch):
         assert open(f"/proc/{_worker_pid()}/cmdline", "rb").read().split(b"\0")[-2] == b"0"
     finally:
         sandbox._shutdown_workers()
+
+
+# --- Function tests: the untrusted function in the child, the test in a trusted verifier ---
+
+CHECK_DOUBLE = "def check(candidate):\n    assert candidate(2) == 4\n"
+
+
+def _function(program: str, test: str = CHECK_DOUBLE, setup: str = "", entry: str = "f") -> FunctionTest:
+    return FunctionTest(program=program, entry_point=entry, test=test, setup=setup)
+
+
+def test_function_tests_are_classified():
+    assert run_program(_function("def f(x):\n    return 2 * x"), SMALL).status == "passed"
+    failed = run_program(_function("def f(x):\n    return 5"), SMALL)
+    assert (failed.status, failed.detail) == ("failed", "AssertionError: ")
+    err = run_program(_function("def f(x):\n    raise ValueError('boom')"), SMALL)
+    assert (err.status, err.detail) == ("error", "ValueError: boom")
+    assert run_program(_function("def f(:\n"), SMALL).status == "error"  # syntax error
+    missing = run_program(_function("def g(x):\n    return 4"), SMALL)
+    assert missing.status == "error" and "NameError" in missing.detail
+    at_import = run_program(_function("assert False, 'at import'\ndef f(x):\n    return 4"), SMALL)
+    assert (at_import.status, at_import.detail) == ("failed", "AssertionError: at import")
+    bomb = run_program(_function("def f(x):\n    chunks = []\n    while True:\n"
+                                 "        chunks.append(bytearray(32 * 2**20))"), SMALL)
+    assert bomb.status == "error" and "MemoryError" in bomb.detail
+    # A test that calls nothing still waits for the program to load.
+    lazy = "def check(candidate):\n    pass\n"
+    assert run_program(_function("raise ValueError('at import')", lazy), SMALL).status == "error"
+
+
+def test_function_tests_time_out_on_the_wall_clock_and_the_cpu_limit():
+    loop = _function("def f(x):\n    while True:\n        pass")
+    result = run_program(loop, Limits(timeout=1.5, cpu_seconds=30, memory_mb=256))
+    assert result.status == "timeout" and "wall clock" in result.detail
+    result = run_program(loop, Limits(timeout=60, cpu_seconds=1, memory_mb=256))
+    assert result.status == "timeout" and "CPU" in result.detail
+    endless_test = "def check(candidate):\n    while True:\n        pass\n"
+    result = run_program(_function("def f(x):\n    return x", endless_test), Limits(timeout=60, cpu_seconds=1))
+    assert result.status == "timeout" and "CPU" in result.detail
+    assert _leftovers() == []
+
+
+def test_the_candidates_exceptions_reach_the_test_as_builtin_exceptions():
+    test = ("def check(candidate):\n    try:\n        candidate(-1)\n    except ValueError as exc:\n"
+            "        assert str(exc) == 'negative' and type(exc) is ValueError\n    else:\n"
+            "        raise AssertionError('no exception')\n    try:\n        candidate(0)\n"
+            "    except KeyError as exc:\n        assert exc.args == ('zero',)\n    assert candidate(3) == 3\n")
+    program = ("class Negative(ValueError):\n    pass\ndef f(x):\n    if x < 0:\n        raise Negative('negative')\n"
+               "    if x == 0:\n        raise KeyError('zero')\n    return x")
+    assert run_program(_function(program, test), SMALL).status == "passed"
+    # Only ordinary exceptions: the rest is an error, whatever the test catches.
+    swallow = "def check(candidate):\n    try:\n        candidate(1)\n    except BaseException:\n        pass\n"
+    assert run_program(_function("def f(x):\n    raise ValueError", swallow), SMALL).status == "passed"
+    for body in ("raise SystemExit(0)", "raise StopIteration", "raise KeyboardInterrupt", "return object()",
+                 "return (i for i in range(3))", "return [1, {2: print}]", "import os\n    os._exit(0)"):
+        result = run_program(_function(f"def f(x):\n    {body}", swallow), UNGUARDED)
+        assert result.status == "error", (body, result)
+
+
+def test_the_test_gets_fresh_plain_values_and_its_own_helpers():
+    setup = "def helper(x):\n    return x + 1\n"
+    test = ("import math\ndef check(candidate):\n    args = [3, 1, 2]\n    out = candidate(args)\n"
+            "    assert args == [3, 1, 2]\n"  # the candidate sorted its own copy
+            "    assert type(out) is tuple and out[0] == [1, 2, 3] and type(out[0]) is list\n"
+            "    assert out[1] == {'k': {1, 2}, (1, 'a'): frozenset({b'x'})}\n"
+            "    assert math.isnan(out[2]) and math.copysign(1, out[3]) == -1 and out[4] == 2 ** 200\n"
+            "    assert out[5:] == (None, True) and type(out[6]) is bool\n"
+            "    assert f([2, 1])[0] == [1, 2]\n"  # a test that names the function gets the candidate
+            "    assert helper(1) == 2\n")  # helpers come from the trusted setup
+    program = ("def helper(x):\n    return 0\n"  # the program's own helper is not the test's
+               "def f(xs):\n    xs.sort()\n"
+               "    return (xs, {'k': {1, 2}, (1, 'a'): frozenset({b'x'})}, float('nan'), -0.0, 2 ** 200, None, True)")
+    result = run_program(_function(program, test, setup), SMALL)
+    assert result.status == "passed", result
+
+
+def test_function_tests_and_programs_share_the_worker():
+    run_program("pass", SMALL)
+    worker = _worker_pid()
+    for _ in range(3):
+        assert run_program(_function("def f(x):\n    return 2 * x"), SMALL).status == "passed"
+        assert run_program("assert True", SMALL).status == "passed"
+    assert _worker_pid() == worker
+    results = sandbox.run_many([_function(f"def f(x):\n    return {i}") for i in range(6)], SMALL, workers=2)
+    assert [r.status for r in results] == ["passed" if i == 4 else "failed" for i in range(6)]
+
+
+def test_a_worker_whose_trusted_pipe_may_hold_a_test_is_retired(monkeypatch):
+    # The verifier acknowledges the test it read, and only its own (same id); without
+    # that, the pipe may hold a stale test, so its worker is not used again.
+    double = _function("def f(x):\n    return 2 * x")
+    run_program(double, SMALL)
+    worker = sandbox._WORKERS[0]
+    call = sandbox._Worker.call
+    monkeypatch.setattr(sandbox._Worker, "call", lambda self, request, uid, timeout, trusted=None:
+                        call(self, request, uid, timeout, trusted and {**trusted, "id": -1}))
+    result = run_program(double, SMALL)
+    assert result.status == "error" and "not this program's" in result.detail
+    assert sandbox._WORKERS.get(0) is not worker and worker.proc.poll() is not None
+    monkeypatch.undo()
+    assert run_program(double, SMALL).status == "passed"
+    too_large = run_program(_function("def f(x):\n    return 2 * x", CHECK_DOUBLE + "#" * (4 << 20)), SMALL)
+    assert too_large.status == "error" and "trusted pipe" in too_large.detail
+    assert _leftovers() == []
+
+
+@pytest.mark.skipif(not ROOT, reason="only a throw-away uid keeps programs away from the verifier")
+def test_a_program_cannot_signal_trace_or_read_its_verifier():
+    # The program finds its sibling (the verifier: root, the worker's other child) and
+    # attacks it; it reports what each attempt raised, and the verifier checks the list.
+    program = (
+        "import os, signal\ndef f(x):\n    me, parent = os.getpid(), os.getppid()\n    found = []\n"
+        "    for entry in os.listdir('/proc'):\n        if entry.isdigit() and int(entry) != me:\n            try:\n"
+        "                stat = open(f'/proc/{entry}/stat').read()\n            except OSError:\n                continue\n"
+        "            if stat.rsplit(')', 1)[1].split()[1] == str(parent):\n                found.append(int(entry))\n"
+        "    assert len(found) == 1, found\n    verifier, outcomes = found[0], []\n"
+        "    for attack in (lambda: os.kill(verifier, signal.SIGKILL), lambda: os.kill(verifier, signal.SIGSTOP),\n"
+        "                   lambda: open(f'/proc/{verifier}/mem', 'rb').read(1),\n"
+        "                   lambda: os.listdir(f'/proc/{verifier}/fd'),\n"
+        "                   lambda: open(f'/proc/{verifier}/environ', 'rb').read(1)):\n"
+        "        try:\n            attack()\n            outcomes.append('done')\n        except Exception as exc:\n"
+        "            outcomes.append(type(exc).__name__)\n    return outcomes\n")
+    test = "def check(candidate):\n    assert candidate(0) == ['PermissionError'] * 5\n"
+    result = run_program(_function(program, test), UNGUARDED)
+    assert result.status == "passed", result
+
+
+# The codec between the verifier and the candidate's process (sandbox_worker.encode/decode).
+
+PLAIN = [None, True, False, 0, -5, 2**300, -(2**70), 1.5, float("inf"), -0.0, 5e-324, "", "é\ud800\x00", b"\x00\xff",
+         [], (1,), {1, 2}, frozenset({"a"}), {"a": [1, (2, 3)], 4: None, (1, "x"): b""}, [[[]]]]
+
+
+@pytest.mark.parametrize("value", PLAIN, ids=[repr(v)[:30] for v in PLAIN])
+def test_plain_values_cross_exactly(value):
+    back = worker_codec.decode(json.loads(json.dumps(worker_codec.encode(value))))
+    assert type(back) is type(value) and back == value and repr(back) == repr(value)
+    nan = worker_codec.decode(json.loads(json.dumps(worker_codec.encode(float("nan")))))
+    assert type(nan) is float and nan != nan
+
+
+def test_subclasses_and_other_objects_are_refused():
+    import collections
+    import enum
+
+    class Equal(int):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = int.__hash__
+
+    deep: list = []
+    for _ in range(worker_codec.MAX_DEPTH + 2):
+        deep = [deep]
+    for value in (Equal(1), enum.IntEnum("E", "A").A, collections.OrderedDict(), collections.defaultdict(int),
+                  type("S", (str,), {})("x"), object(), (i for i in ()), print, [1, Equal(2)], {Equal(3): 1},
+                  bytearray(b"x"), 1j, deep):
+        with pytest.raises(worker_codec.Unsendable):
+            worker_codec.encode(value)
+
+
+MALFORMED = ["x", [], [1], ["Q", 1], ["N", 1], ["B", 1], ["B"], ["I", "12"], ["I", "0x1_0"], ["I", " 0x1"], ["I", 5],
+             ["F", "nope"], ["F", 1.5], ["F", "0x1p0" + " " * 64], ["S", 5], ["S", "a", "b"], ["Y", "abc"], ["Y", "0G"],
+             ["L", "x"], ["L", [1]], ["E", [["L", []]]], ["D", [["N"]]], ["D", [[["L", []], ["N"]]]], ["T", {"a": 1}]]
+
+
+@pytest.mark.parametrize("node", MALFORMED, ids=[json.dumps(n)[:30] for n in MALFORMED])
+def test_malformed_values_are_refused(node):
+    with pytest.raises(worker_codec.Malformed):
+        worker_codec.decode(node)
+
+
+def test_frames_are_bounded_and_strict():
+    def frame_of(data: bytes, size: int | None = None):
+        read, write = os.pipe()
+        try:
+            os.write(write, (len(data) if size is None else size).to_bytes(4, "big") + data)
+            os.close(write)
+            return worker_codec.read_frame(read)
+        finally:
+            os.close(read)
+
+    assert frame_of(b'["R",["N"]]') == ["R", ["N"]]
+    for bad in (b'{"R": 1}', b'"R"', b"[]", '["R",["S","\u00e9"]]'.encode(), b"[" * 5000 + b"]" * 5000, b"passed"):
+        with pytest.raises(worker_codec.Malformed):
+            frame_of(bad)
+    with pytest.raises(worker_codec.Malformed):
+        frame_of(b"", size=worker_codec.MAX_MESSAGE + 1)  # refused before a byte of it is read
+    with pytest.raises(EOFError):
+        frame_of(b"[", size=10)
+    with pytest.raises(worker_codec.Unsendable):
+        worker_codec.write_frame(1, ["S", "x" * worker_codec.MAX_MESSAGE])
+
+
+def test_the_verdict_is_passed_only_when_every_answer_is_plain_data():
+    # verify() in-process, against seeded random answer sequences written on a pipe: a test
+    # that calls the candidate 5 times and swallows ordinary exceptions passes exactly when
+    # the greeting is ["H"] and each answer is a plain value or a checkable exception.
+    import random
+
+    rng = random.Random(2)
+    good = [["N"], ["B", True], ["I", "0x5"], ["S", "x"], ["L", [["I", "0x1"]]], ["D", [[["S", "a"], ["N"]]]]]
+    bad = [["F", "0x1p99999"], ["E", [["L", []]]], ["Q"], "x", 5, None]
+
+    def message():
+        roll = rng.random()
+        if roll < 0.9:
+            return ["R", rng.choice(good)]
+        if roll < 0.92:
+            return ["R", rng.choice(bad)]
+        if roll < 0.95:
+            return ["X", rng.choice([["ValueError"], ["SystemExit"], ["Nope"], [], [5]]), "E",
+                    rng.choice([None, ["T", []], ["T", [["S", "a"]]]]), "t"]
+        if roll < 0.97:
+            return ["U", rng.choice(["why", 5])]
+        return rng.choice([["H"], ["Z", "x"], ["R"]])
+
+    def acceptable(answer):
+        if answer[0] == "R" and len(answer) == 2:
+            return answer[1] in good
+        return answer[0] == "X" and answer[1][:1] == ["ValueError"]
+
+    job = {"setup": "", "entry_point": "f", "test": "def check(candidate):\n    for i in range(5):\n        try:\n"
+           "            candidate(i)\n        except Exception:\n            pass\n"}
+    seen = set()
+    for _ in range(400):
+        answers = [["H"] if rng.random() < 0.9 else message()] + [message() for _ in range(5)]
+        call_r, call_w = os.pipe()
+        answer_r, answer_w = os.pipe()
+        os.write(answer_w, b"".join(len(data).to_bytes(4, "big") + data
+                                    for data in (json.dumps(a).encode() for a in answers)))
+        os.close(answer_w)
+        try:
+            status, detail, _ = worker_codec.verify(job, call_w, answer_r)
+        finally:
+            for fd in (call_r, call_w, answer_r):
+                os.close(fd)
+        expected = answers[0] == ["H"] and all(acceptable(a) for a in answers[1:])
+        assert (status == "passed") == expected and status in ("passed", "error"), (answers, status, detail)
+        seen.add(status)
+    assert seen == {"passed", "error"}

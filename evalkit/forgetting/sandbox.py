@@ -1,7 +1,9 @@
 """Run untrusted Python (model-written code) in a contained child process.
 
-    from evalkit.forgetting.sandbox import run_program
+    from evalkit.forgetting.sandbox import FunctionTest, run_program
     result = run_program("assert 1 + 1 == 2", Limits(timeout=5.0))   # -> status "passed"
+    result = run_program(FunctionTest("def f(x):\n    return 2 * x", "f",
+                                      "def check(candidate):\n    assert candidate(2) == 4\n"))
 
 Each concurrent slot has one pre-warmed worker process, started lazily from a
 fresh interpreter (`python -I -S`, so it carries none of the caller's
@@ -11,8 +13,8 @@ what every child needs (the guard's modules and a few common ones,
 fork instead of an interpreter start-up. Each child runs in its own session
 (process group), with a fresh temporary folder as working directory, stdin
 on /dev/null, stdout/stderr on an in-memory log (memfd), no other file
-descriptor than its result pipe, and these layers, each of which holds on
-its own:
+descriptor than its result pipe (a function test's child: its two call
+pipes), and these layers, each of which holds on its own:
 
 1. Privileges: when evalkit runs as root, the worker stays root and the
    child becomes a throw-away uid/gid (`UID_BASE + pid * 16 + slot`, no
@@ -54,6 +56,40 @@ its own:
    and `resource` cannot be imported. No network use is expected; the
    network is not otherwise cut off.
 
+A plain program reports on itself, in the interpreter that runs it: code
+that finds the reporter (gc, frame walking), returns an object equal to
+everything or rewrites builtins can grade itself `passed`. A `FunctionTest`
+(untrusted code that defines a function; trusted code that defines
+`check(candidate)`, and trusted setup such as HumanEval's prompt) is judged
+apart from the code. The worker forks two processes. The child (all four
+layers) runs only the untrusted code, then answers calls on a pipe. The
+verifier keeps the worker's uid (root: the child's throw-away uid cannot
+signal, ptrace or read it), takes the limits but not the guard, runs the
+setup and the test, and calls `check(proxy)`: `proxy(*args)` sends the
+arguments to the child and gets back plain data only, in a tagged JSON
+format that admits exact builtin types (`type(x) is int`, never a subclass,
+so no custom `__eq__`), bounded in depth and size, decoded strictly into
+fresh objects (`sandbox_worker.encode`/`decode`). An exception the function
+raised is raised again as the builtin Exception class of that name (its
+first builtin base for its own classes), so a test can catch it as in one
+interpreter; SystemExit, KeyboardInterrupt, StopIteration, an answer that is
+not plain data, or a child that ends make the program an `error` whatever
+the test does with them. Verdict: `passed` when check returns, `failed` on
+an AssertionError, `timeout` (wall clock; the child's or the verifier's CPU
+limit), else `error`. It reaches the worker on a pipe the child never
+holds, and the test reaches the verifier on a pipe that only verifiers read
+(the worker never does, so no child finds it in the memory it inherits; a
+verifier that did not acknowledge its test retires the worker). Whatever the
+child does inside its own process (patching builtins, json or the codec,
+calling any function it finds, writing to its descriptors, exiting) changes
+nothing but the plain values its answers carry: to reach the verdict it
+must get out of its uid. Arguments are copies: no HumanEval test relies on
+the function changing them. The cost: one more fork per program and a pipe
+round trip per call. While a function test runs, the worker, the verifier
+and the child share one CPU (the one the worker was woken on), so a call is
+a switch on that CPU rather than a wake-up on another (on a loaded machine
+this halved the time of bench_forgetting.py).
+
 evalkit talks to each worker over a pipe (a length-prefixed JSON request,
 a "pid" message, a reply) and never waits without a deadline: a worker that
 dies or does not answer within the program's timeout plus `WORKER_GRACE`
@@ -68,8 +104,15 @@ Statuses: `passed` (the program ran to the end), `failed` (an
 AssertionError: a test failed), `timeout` (wall clock or CPU limit), `error`
 (any other exception, a blocked call, MemoryError, a signal, a start
 failure, a worker that died). Limits: not a security boundary against an
-adversary (no seccomp, no namespaces, no network cut-off); the exit status
-could be forged by code that finds its way around the guard. Children of
+adversary (no seccomp, no namespaces, no network cut-off; a kernel exploit
+gets out of the uid). A plain program's status can be forged by the program
+(use a FunctionTest for model-written functions). A function test's verdict
+rests on the uid: not root, or with `drop_privileges=False`, the child shares
+the uid of the verifier, the worker and evalkit, and code that gets past
+the guard (which is not a boundary) can reach their descriptors through
+/proc/PID/fd or ptrace them, so the verdict is then no safer than the
+guard. The child learns the test's inputs (the calls), as any function
+does. Children of
 one worker share what was decided when it started: the preloaded modules'
 state and the string hash seed (random per worker, not per program;
 `random` reseeds itself at fork). It contains accidents and hostile
@@ -79,6 +122,8 @@ completions of the kinds tested in tests/test_sandbox.py.
 from __future__ import annotations
 
 import atexit
+import fcntl
+import itertools
 import json
 import os
 import queue
@@ -94,7 +139,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-__all__ = ["Limits", "SandboxResult", "run_program", "run_many", "sandbox_python", "uid_processes"]
+__all__ = ["Limits", "SandboxResult", "FunctionTest", "run_program", "run_many", "sandbox_python", "uid_processes"]
 
 UID_BASE = 1_000_000  # + pid * 16 + slot: unused uids, one per concurrent child
 MAX_SLOTS = 16
@@ -104,6 +149,7 @@ RESULT_TAG = "EVALKIT_SANDBOX_RESULT "
 PRELOAD = ("typing", "math", "re", "string", "collections", "copy", "hashlib", "random", "heapq",
            "itertools", "functools")
 WORKER_GRACE = 15.0  # seconds a worker may take, past a program's deadline, to clean up and answer
+TRUSTED_PIPE = 1 << 20  # bytes the trusted pipe is asked to hold: a function test's test, written at once
 
 
 @dataclass(frozen=True)
@@ -115,6 +161,20 @@ class Limits:
     file_mb: int = 16
     guard: bool = True  # disable destructive calls inside the child
     drop_privileges: bool = True  # when root: run as a throw-away uid
+
+
+@dataclass(frozen=True)
+class FunctionTest:
+    """A model-written function checked by trusted test code (see the module doc).
+
+    program: untrusted source that defines `entry_point` (HumanEval: prompt + completion);
+    test: trusted source that defines `check(candidate)`; setup: trusted source run before
+    it, for helpers the test uses (HumanEval: the prompt, e.g. `poly`, `encode_cyclic`)."""
+
+    program: str
+    entry_point: str
+    test: str
+    setup: str = ""
 
 
 @dataclass(frozen=True)
@@ -141,8 +201,9 @@ os.execv(sys.argv[1], [sys.argv[1], "-I", "-S", *sys.argv[2:], str(int(subreaper
 '''
 
 
-def run_program(source: str, limits: Limits = Limits(), *, slot: int = 0) -> SandboxResult:
-    """Run `source` in a contained child and classify how it ended (see module doc)."""
+def run_program(source: str | FunctionTest, limits: Limits = Limits(), *, slot: int = 0) -> SandboxResult:
+    """Run `source` in a contained child and classify how it ended: a plain program
+    reports on itself; a FunctionTest is judged by a trusted verifier (see module doc)."""
     uid = _sandbox_uid(slot) if _dropping(limits) else None
     python = sandbox_python(uid)
     workdir = tempfile.mkdtemp(prefix="evalkit-sandbox-")
@@ -161,13 +222,13 @@ def run_program(source: str, limits: Limits = Limits(), *, slot: int = 0) -> San
     return SandboxResult(status, detail, round(time.monotonic() - started, 3), isolation)
 
 
-def run_many(sources: Sequence[str], limits: Limits = Limits(), *, workers: int = 2, on_done=None) -> list[SandboxResult]:
+def run_many(sources: Sequence[str | FunctionTest], limits: Limits = Limits(), *, workers: int = 2, on_done=None) -> list[SandboxResult]:
     """`run_program` over many sources, `workers` children at a time, results in order."""
     slots: queue.Queue[int] = queue.Queue()
     for slot in range(workers):
         slots.put(slot)
 
-    def one(source: str) -> SandboxResult:
+    def one(source: str | FunctionTest) -> SandboxResult:
         slot = slots.get()
         try:
             return run_program(source, limits, slot=slot)
@@ -204,20 +265,33 @@ def _env(home: str) -> dict:
             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
 
 
-def _execute(python: str, source: str, limits: Limits, uid: int | None, workdir: str, slot: int) -> tuple[str, str | None]:
-    """Hand the program to the slot's worker; a worker that fails is replaced, never waited on."""
+def _execute(python: str, source: str | FunctionTest, limits: Limits, uid: int | None, workdir: str,
+             slot: int) -> tuple[str, str | None]:
+    """Hand the program to the slot's worker; a worker that fails is replaced, never waited on.
+    A function test's trusted part goes on the worker's trusted pipe, read by the verifier only."""
     request = {"program": source, "limits": _rlimits(limits), "guard": limits.guard, "tag": RESULT_TAG,
                "timeout": limits.timeout, "uid": uid, "workdir": workdir, "env": _env(workdir)}
+    trusted = None
+    if isinstance(source, FunctionTest):
+        ident = next(_REQUEST_IDS)
+        request.update(program=source.program, entry_point=source.entry_point, mode="function", id=ident)
+        trusted = {"id": ident, "setup": source.setup, "test": source.test, "entry_point": source.entry_point}
     with _SLOT_LOCKS[slot]:
         try:
             worker = _worker(slot, python)
         except OSError as exc:
             return "error", f"sandbox did not start: {exc}"
-        reply = worker.call(request, uid, limits.timeout + WORKER_GRACE)
+        if trusted is not None and len(_frame(trusted)) > worker.trusted_capacity:
+            # Written whole into the empty pipe, it never waits for a verifier that may be gone.
+            return "error", f"the test and its setup exceed the trusted pipe ({worker.trusted_capacity} bytes)"
+        reply = worker.call(request, uid, limits.timeout + WORKER_GRACE, trusted)
         if reply is None:
             _forget_worker(slot, worker)
             worker.abandon()
             return "error", "sandbox worker died or stopped answering; its program was killed"
+        if trusted is not None and not reply.get("trusted_read"):
+            _forget_worker(slot, worker)  # its trusted pipe may still hold this test: not used again
+            worker.close()
     if "start_error" in reply:
         return "error", f"sandbox did not start: {reply['start_error']}"
     if "worker_error" in reply:
@@ -227,22 +301,63 @@ def _execute(python: str, source: str, limits: Limits, uid: int | None, workdir:
         raise RuntimeError(f"processes of {who} survive SIGKILL: {reply['survivors']}")
     if reply["timeout"]:
         return "timeout", f"wall clock {limits.timeout:g}s exceeded"
+    if trusted is not None:
+        return _classify_function(reply, limits)
     return _classify(reply["code"], reply["result"], reply["tail"], limits)
 
 
 def _classify(code: int, result: str, tail: str, limits: Limits) -> tuple[str, str | None]:
-    reports = [line for line in result.splitlines() if line.startswith(RESULT_TAG)]
-    if reports:
-        found = json.loads(reports[-1][len(RESULT_TAG):])
+    report = _last_tagged(result)
+    if report is not None:
+        found = json.loads(report)
         if found["status"] == "passed" and code != 0:
             return "error", f"exit code {code} after the program ended"
         return found["status"], found["detail"] or None
-    if code < 0 and -code in (signal.SIGXCPU, signal.SIGKILL):
-        return "timeout", f"CPU limit {limits.cpu_seconds}s exceeded (signal {-code})"
     if code < 0:
-        return "error", f"killed by signal {signal.Signals(-code).name}"
+        return _signalled(-code, limits)
     last = tail.strip().splitlines()[-1:] or [""]
     return "error", f"exit code {code} without a result: {last[0][-300:]}"
+
+
+def _classify_function(reply: dict, limits: Limits) -> tuple[str, str | None]:
+    """The verifier's verdict; when it says the candidate's process ended before answering,
+    the way it ended (a CPU limit is a timeout, as for a plain program)."""
+    verdict = _last_tagged(reply["result"])
+    code, child = reply["code"], reply.get("child_code")
+    if verdict is not None:
+        found = json.loads(verdict)
+        if found["gone"] and child is not None and child < 0:
+            return _signalled(-child, limits, subject="the candidate's process")
+        if found["status"] == "passed" and code != 0:
+            return "error", f"verifier exit code {code} after its verdict"
+        return found["status"], found["detail"] or None
+    if code < 0:
+        return _signalled(-code, limits, subject="the verifier", by=" by the test")
+    return "error", f"the verifier ended (exit code {code}) without a verdict"
+
+
+def _last_tagged(text: str) -> str | None:
+    """What follows RESULT_TAG on the last line of `text` that starts with it (a program's
+    report, the verifier's verdict: JSON); None when no line does."""
+    lines = [line for line in text.splitlines() if line.startswith(RESULT_TAG)]
+    return lines[-1][len(RESULT_TAG):] if lines else None
+
+
+def _signalled(number: int, limits: Limits, subject: str = "", by: str = "") -> tuple[str, str]:
+    """A process ended by signal `number`: SIGXCPU or SIGKILL (a CPU limit) is a timeout,
+    exceeded `by` whose code; any other signal an error, which names the `subject` (a plain
+    program's message names none)."""
+    if number in (signal.SIGXCPU, signal.SIGKILL):
+        return "timeout", f"CPU limit {limits.cpu_seconds}s exceeded{by} (signal {number})"
+    killed = f"killed by {_signal_name(number)}"
+    return "error", f"{subject} was {killed}" if subject else killed
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class _Worker:
@@ -252,20 +367,37 @@ class _Worker:
         self.python = python
         self.uid: int | None = None  # of the program in flight
         self.child: int | None = None  # its pid, from the worker's "pid" message
-        # Root stays root: the children, not the worker, take the throw-away uid.
-        self.proc = subprocess.Popen(
-            [python, "-I", "-S", "-c", LAUNCHER, python, WORKER, json.dumps(PRELOAD)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", env=_env("/tmp"),
-            start_new_session=True, close_fds=True,
-        )
+        # The trusted pipe: function tests' test code, read by the worker's verifiers only.
+        trusted_r, self.trusted = os.pipe()
+        try:
+            # Root stays root: the children, not the worker, take the throw-away uid.
+            self.proc = subprocess.Popen(
+                [python, "-I", "-S", "-c", LAUNCHER, python, WORKER, json.dumps(PRELOAD), str(trusted_r)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/",
+                env=_env("/tmp"), start_new_session=True, close_fds=True, pass_fds=(trusted_r,),
+            )
+        except BaseException:
+            os.close(self.trusted)
+            raise
+        finally:
+            os.close(trusted_r)
         os.set_blocking(self.proc.stdin.fileno(), False)
+        os.set_blocking(self.trusted, False)
+        try:
+            fcntl.fcntl(self.trusted, fcntl.F_SETPIPE_SZ, TRUSTED_PIPE)
+        except OSError:  # above /proc/sys/fs/pipe-max-size when not root: the size it has
+            pass
+        self.trusted_capacity = fcntl.fcntl(self.trusted, fcntl.F_GETPIPE_SZ)
 
-    def call(self, request: dict, uid: int | None, timeout: float) -> dict | None:
-        """One request and its reply; None when the worker died or did not answer in time."""
+    def call(self, request: dict, uid: int | None, timeout: float, trusted: dict | None = None) -> dict | None:
+        """One request (and a function test's trusted part) and its reply; None when the
+        worker died or did not answer in time."""
         deadline = time.monotonic() + timeout
         self.uid, self.child = uid, None
         try:
             _send(self.proc.stdin.fileno(), request, deadline)
+            if trusted is not None:
+                _send(self.trusted, trusted, deadline)
             reply = _receive(self.proc.stdout.fileno(), deadline)
             while reply is not None and "pid" in reply:
                 self.child = reply["pid"]
@@ -301,15 +433,22 @@ class _Worker:
                 pipe.close()
             except OSError:
                 pass
+        if self.trusted >= 0:
+            os.close(self.trusted)
+            self.trusted = -1
         try:
             self.proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             self.abandon()
 
 
-def _send(fd: int, message: dict, deadline: float) -> None:
+def _frame(message: dict) -> bytes:
     data = json.dumps(message).encode()
-    data = len(data).to_bytes(4, "big") + data
+    return len(data).to_bytes(4, "big") + data
+
+
+def _send(fd: int, message: dict, deadline: float) -> None:
+    data = _frame(message)
     while data:
         if not _ready(fd, select.POLLOUT, deadline):
             raise TimeoutError("sandbox worker does not read")
@@ -402,6 +541,7 @@ def _kill_uid(uid: int, python: str) -> None:
 
 
 _WORKERS: dict[int, _Worker] = {}
+_REQUEST_IDS = itertools.count(1)  # pairs a function test's request with its trusted part
 _WORKERS_LOCK = threading.Lock()
 _SLOT_LOCKS = [threading.Lock() for _ in range(MAX_SLOTS)]
 
@@ -437,6 +577,10 @@ def _after_fork_in_child() -> None:
     """A forked copy of evalkit has other sandbox uids: it starts its own workers and
     forgets its parent's (its copies of their pipes close; the parent's stay open)."""
     global _WORKERS_LOCK, _SLOT_LOCKS
+    for worker in _WORKERS.values():
+        if worker.trusted >= 0:  # a plain descriptor: closed here, not by the garbage collector
+            os.close(worker.trusted)
+            worker.trusted = -1
     _WORKERS.clear()
     _WORKERS_LOCK = threading.Lock()
     _SLOT_LOCKS = [threading.Lock() for _ in range(MAX_SLOTS)]

@@ -8,8 +8,8 @@ held-out split, the methods with a shared budget, and the evaluations; the plan
 (evalkit.study.stages) turns it into stages, each one library call into its own subfolder.
 `DIR/study.json` records the plan and, per stage, its identity, status (`done`, `running`,
 `failed`, `interrupted`), wall time and output. A stage whose output exists with the same
-identity is skipped; an interrupted one is rerun into the same folder, and the trainers and
-passk resume inside it. A stage whose settings changed since it ran is refused (its folder
+identity is skipped; an interrupted one is rerun into the same folder, and the trainers,
+passk and forgetting resume inside it. A stage whose settings changed since it ran is refused (its folder
 holds other results), naming it. A failing stage stops the study with its one-line error;
 the stages before it keep their outputs.
 """
