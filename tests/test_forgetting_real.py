@@ -9,7 +9,7 @@ import pytest
 
 from evalkit.forgetting.runner import ForgettingOptions, run_forgetting
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("builtin_model")]
 
 EASY = [
     ("The capital of France is", ["Paris", "a banana", "seven"], 0),

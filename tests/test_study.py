@@ -18,6 +18,7 @@ from evalkit.cli import app
 
 STUDIES = Path(__file__).parents[1] / "studies"
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("builtin_model")  # its one-time conversion line outside any output
 
 GOOD = """
 title = "t"
