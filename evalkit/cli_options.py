@@ -64,8 +64,8 @@ HELP = {
                "log-probability of the reference answer, teacher-forced: dense, a departure from the paper; "
                "metrics' reward is then the unperturbed model's greedy reward).",
     "group_size": "Completions per prompt G (TRL num_generations: 8).",
-    "prompts_per_step": "Prompts (groups) per GRPO step.",
-    "steps": "GRPO steps (total; raise it to extend a run).",
+    "prompts_per_step": "Prompts per step (GRPO: groups of --group-size; distill: --samples-per-prompt each).",
+    "steps": "Training steps, GRPO or distillation (total; raise it to extend a run).",
     "lr": "AdamW learning rate (constant).",
     "loss": "Aggregation: grpo (per sequence), dapo (per token), dr_grpo (B * max_new_tokens).",
     "epsilon": "Lower clip epsilon (TRL: 0.2).",
