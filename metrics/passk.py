@@ -130,9 +130,11 @@ def bootstrap_passk(
     share one resample index matrix (paired across k, as a curve's band
     should be), and every resample's mean is one row of a count-matrix
     product, `counts[b, p] @ values[p, k] / m`: one draw of `n_boot x m`
-    indices for the whole curve instead of one per k. Seeded, so the same
-    data gives the same interval. Returns (low, high), NaN where no problem
-    counts.
+    indices for the whole curve instead of one per k. The product is summed
+    exactly (`_resample_means`), so the same data and seed give the same
+    interval to the last bit on every machine and BLAS thread count; equal
+    rows (problems with the same n and c) are one row of that product.
+    Returns (low, high), NaN where no problem counts.
     """
     per_problem = np.atleast_2d(np.asarray(per_problem, dtype=np.float64))
     n_prob, n_k = per_problem.shape
@@ -149,16 +151,67 @@ def bootstrap_passk(
         rows = np.flatnonzero(valid[:, cols[0]])
         m = rows.size
         idx = rng.integers(0, m, size=(n_boot, m))
-        means = _draw_counts(idx) @ per_problem[np.ix_(rows, cols)] / m
+        values = per_problem[np.ix_(rows, cols)]
+        first, group = _distinct_rows(values)
+        means = _resample_means(_draw_counts(group[idx], len(first)), values[first], m)
         low[cols], high[cols] = np.quantile(means, [alpha, 1.0 - alpha], axis=0)
     return low, high
 
 
-def _draw_counts(idx: np.ndarray) -> np.ndarray:
-    """counts[b, p]: how often problem p is drawn in resample b."""
-    n_boot, m = idx.shape
-    flat = (idx + (np.arange(n_boot) * m)[:, None]).ravel()
-    return np.bincount(flat, minlength=n_boot * m).reshape(n_boot, m).astype(np.float64)
+_DIGIT_BITS = 21  # x integer counts summing to m < 2^32: every partial sum is below 2^53
+
+
+def _distinct_rows(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, group): `values[first]` are distinct rows and row p equals
+    `values[first[group[p]]]`. Found by a fingerprint and checked exactly;
+    when the check fails (or a value is not finite), every row is its own
+    group. The resample means are exact sums, so the grouping changes only
+    the time (a 1..1024 curve over 10k problems has about 1k distinct rows).
+    """
+    alone = np.arange(len(values))
+    if not np.isfinite(values).all():
+        return alone, alone
+    fingerprint = values @ np.random.default_rng(0).standard_normal(values.shape[1])
+    _, first, group = np.unique(fingerprint, return_index=True, return_inverse=True)
+    if np.array_equal(values[first][group], values):
+        return first, group.ravel()
+    return alone, alone
+
+
+def _resample_means(counts: np.ndarray, values: np.ndarray, m: int) -> np.ndarray:
+    """`counts @ values / m` (each row of counts sums to m), the same to the
+    last bit whatever the BLAS.
+
+    A BLAS sums a matrix product in an order of its own (it depends on the
+    CPU's kernel and the thread count), and float sums depend on order: the
+    last bit of a mean, and so of an interval, moved with
+    OPENBLAS_NUM_THREADS. Here each column is scaled by a power of two into
+    [-1, 1] and cut into three 21-bit integer digits; a digit times an
+    integer count, summed over at most 2^32 problems, stays below 2^53, so
+    each digit's product is exact in any order. The three are then added in
+    a fixed order. What lies below 2^-63 of the column's largest value is
+    dropped, far below any interval's resolution. Non-finite values (or
+    2^32 problems or more) fall back to the plain product.
+    """
+    if m >= 2**32 or not np.isfinite(values).all():
+        return counts @ values / m
+    peak = np.abs(values).max(axis=0)
+    scale = np.exp2(np.ceil(np.log2(np.where(peak > 0, peak, 1.0))))  # a power of two >= every |value|
+    rest, sums = values / scale, []
+    for level in (1, 2, 3):
+        step = 2.0 ** (-_DIGIT_BITS * level)
+        digit = np.trunc(rest / step)  # an integer, |digit| <= 2^21
+        rest = rest - digit * step  # exact: the bits the digit did not take
+        sums.append((counts @ digit) * step)  # exact in any order
+    return (sums[2] + sums[1] + sums[0]) * scale / m  # smallest first, always in this order
+
+
+def _draw_counts(idx: np.ndarray, width: int) -> np.ndarray:
+    """counts[b, g]: how often row g (a problem, or a group of equal ones)
+    is drawn in resample b."""
+    n_boot = idx.shape[0]
+    flat = (idx + (np.arange(n_boot) * width)[:, None]).ravel()
+    return np.bincount(flat, minlength=n_boot * width).reshape(n_boot, width).astype(np.float64)
 
 
 def g_pass_at_k(n: int, c: int, k: int, threshold: float) -> float:

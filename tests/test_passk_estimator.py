@@ -163,3 +163,45 @@ def test_bootstrap_columns_with_other_problems_get_their_own_resamples():
     (sub_low,), (sub_high,) = bootstrap_passk(data[:20, :1], n_boot=500, seed=1)
     assert (low[0], high[0]) == (sub_low, sub_high)
     assert low[1] <= data[:, 1].mean() <= high[1]
+
+
+def test_bootstrap_means_are_exact_sums_of_the_drawn_values():
+    """Each resample's mean against exact rational arithmetic on the drawn
+    values: within two roundings (the exact digit sums are added in a fixed
+    order), for pass@k-like values, differences of them and values in nats."""
+    rng = np.random.default_rng(5)
+    for data in (rng.random((41, 2)), rng.random((41, 2)) - rng.random((41, 2)), 30 * rng.standard_normal((41, 2))):
+        low, _ = bootstrap_passk(data, n_boot=1, confidence=0.0, seed=3)
+        idx = np.random.default_rng(3).integers(0, 41, size=41)
+        for j in range(2):
+            exact = sum(Fraction(float(data[i, j])) for i in idx) / 41
+            assert abs(Fraction(float(low[j])) - exact) <= 2 * abs(exact) * Fraction(2) ** -52
+
+
+BLAS_THREADS = """
+import sys
+import numpy as np
+from metrics.passk import bootstrap_passk, per_problem_passk
+rng = np.random.default_rng(1)
+pp = per_problem_passk(np.full(3000, 16), rng.integers(0, 17, 3000), np.array([1, 2, 4, 8, 16]))
+nats = 10 * rng.standard_normal((3000, 1))
+sys.stdout.write("".join(np.concatenate(bootstrap_passk(np.hstack([pp, nats]))).tobytes().hex()))
+"""
+
+
+def test_bootstrap_intervals_do_not_depend_on_the_blas_thread_count():
+    """A BLAS sums a matrix product in an order that depends on its thread
+    count: the intervals must not move with it, not even in the last bit."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).parents[1])
+    outs = set()
+    for threads in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONPATH": root, **dict.fromkeys(
+            ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"), threads)}
+        run = subprocess.run([sys.executable, "-c", BLAS_THREADS], env=env, capture_output=True, text=True, check=True)
+        outs.add(run.stdout)
+    assert len(outs) == 1 and len(next(iter(outs))) == 2 * 8 * 12
