@@ -248,7 +248,8 @@ def _sequence(runs: dict) -> dict | None:
 
 
 def _training(root: Path, methods: list[str]) -> dict:
-    """Training reward and entropy, first and last logged step, per trainer folder."""
+    """Training reward and entropy, first and last logged step, per trainer folder, and
+    what gave no learning signal, in each trainer's own terms (`_no_signal`)."""
     out = {}
     for m in methods:
         for log in sorted((root / "train" / m).glob("**/metrics.jsonl")):
@@ -260,8 +261,22 @@ def _training(root: Path, methods: list[str]) -> dict:
                              "reward_mean_last_quarter": float(np.mean([x.get("reward", np.nan) for x in
                                                                         lines[-max(1, len(lines) // 4):]])),
                              "entropy_first": lines[0].get("entropy"), "entropy_last": lines[-1].get("entropy"),
-                             "zero_spread_iterations": sum(bool(x.get("zero_spread")) for x in lines)}
+                             **_no_signal(lines)}
     return out
+
+
+def _no_signal(lines: list[dict]) -> dict:
+    """ES: iterations whose members' fitness were all equal (`zero_spread`: no update direction).
+    GRPO: the mean share of groups whose rewards were all equal (`frac_reward_zero_std`: zero
+    advantage) and the steps where every group was so. A log with neither key (distillation)
+    gets neither figure: a count over a key the trainer does not write would read 0."""
+    if any("zero_spread" in x for x in lines):
+        return {"zero_spread_iterations": sum(bool(x.get("zero_spread")) for x in lines)}
+    shares = [x["frac_reward_zero_std"] for x in lines if x.get("frac_reward_zero_std") is not None]
+    if shares:
+        return {"mean_frac_reward_zero_std": float(np.mean(shares)),
+                "steps_every_group_zero_std": sum(v == 1.0 for v in shares)}
+    return {}
 
 
 def to_markdown(result: dict) -> str:

@@ -2,12 +2,14 @@
 
     python benchmarks/run_all.py                   # all of them (about 25 minutes on 2 cores)
     python benchmarks/run_all.py --only passk,diff # a subset, by name
+    python benchmarks/run_all.py --table           # rewrite SUMMARY.md from summary.json and NOTES.md
 
 Each benchmark runs in its own process; its whole output goes to
 `results/benchmarks/bench_<name>.txt` and its `RESULT` lines (see
 `record.py`) become the table's rows (kept in `summary.json`, so `--only`
-refreshes some rows and keeps the others): the measurement, its baseline (measured
-in the same run), the ratio, the target, met or missed, and the load average
+refreshes some rows and keeps the others, each benchmark with the time it ran): the
+measurement, its baseline (measured in the same run), the ratio, the target, met or
+missed, and the load average
 over the benchmark (1-minute average sampled every 2 s: min-max; above the
 core count, wall times are inflated). Notes on missed targets live in
 `benchmarks/NOTES.md` and are copied below the table. A benchmark that fails
@@ -67,7 +69,7 @@ class LoadWatch:
         return f"{min(self.samples):.1f}-{max(self.samples):.1f}" if self.samples else "?"
 
 
-def run_one(name: str, script: str, args: list[str]) -> tuple[list[dict], str, float, int]:
+def run_one(name: str, script: str, args: list[str]) -> tuple[list[dict], str, float, int, str]:
     log = OUT / f"bench_{name}.txt"
     rows = []
     start = time.perf_counter()
@@ -81,19 +83,20 @@ def run_one(name: str, script: str, args: list[str]) -> tuple[list[dict], str, f
             if line.startswith("RESULT "):
                 rows.append(json.loads(line[len("RESULT "):]))
         code = proc.wait()
-    return rows, load.text(), time.perf_counter() - start, code
+    return rows, load.text(), time.perf_counter() - start, code, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
 
 
 def table(results: dict, cores: int) -> str:
     lines = [
         "# Benchmarks", "",
-        f"`make bench` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {cores} cores). Ratios are "
-        "against a baseline measured in the same run; load is the 1-minute load average during that "
-        "benchmark (min-max). Full outputs: `bench_<name>.txt` beside this file.", "",
+        f"`make bench` on {cores} cores; each benchmark's row says when it ran (`--only` refreshes "
+        "some rows). Ratios are against a baseline measured in the same run; load is the 1-minute load "
+        "average during that benchmark (min-max). Full outputs: `bench_<name>.txt` beside this file.", "",
         "| benchmark | measurement | evalkit | baseline | ratio | target | met | load |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, (rows, load, _seconds, code) in results.items():
+    for name, (rows, load, _seconds, code, *when) in results.items():
+        name = f"{name} ({when[0]})" if when else name  # entries stored before the time was kept have none
         if code != 0:
             lines.append(f"| {name} | **failed (exit {code})**, see bench_{name}.txt | | | | | no | {load} |")
         for r in rows:
@@ -110,8 +113,9 @@ def table(results: dict, cores: int) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help=f"comma-separated subset of: {', '.join(BENCHES)}")
+    ap.add_argument("--table", action="store_true", help="run nothing: rewrite SUMMARY.md from the stored rows")
     args = ap.parse_args()
-    names = [n for n in BENCHES if not args.only or n in args.only.split(",")]
+    names = [] if args.table else [n for n in BENCHES if not args.only or n in args.only.split(",")]
     unknown = set(args.only.split(",")) - set(BENCHES) - {""}
     if unknown:
         raise SystemExit(f"unknown benchmark(s): {', '.join(sorted(unknown))}; known: {', '.join(BENCHES)}")
@@ -127,7 +131,7 @@ def main() -> None:
     summary = OUT / "SUMMARY.md"
     summary.write_text(table({n: merged[n] for n in BENCHES if n in merged}, os.cpu_count() or 0))
     print(f"\nwrote {summary.relative_to(ROOT)}")
-    if any(code != 0 for *_, code in results.values()):
+    if any(r[3] != 0 for r in results.values()):
         raise SystemExit(1)
 
 

@@ -29,8 +29,47 @@ SMALL = Limits(timeout=3.0, cpu_seconds=3, memory_mb=256, max_procs=4, file_mb=1
 UNGUARDED = Limits(timeout=3.0, cpu_seconds=3, memory_mb=256, max_procs=4, file_mb=1, guard=False)
 
 
-def _leftovers() -> list[int]:
-    return sandbox.uid_processes(sandbox._sandbox_uid(0)) if ROOT else []
+def _leftovers(by_uid: bool = ROOT) -> list[int]:
+    """Live processes the programs left. As root, every process of the throw-away uid. Otherwise,
+    every live process that runs the worker's code, other than the live workers: a program's
+    processes are forks of its worker, so they carry its command line (a program that exec's
+    another binary would escape this check; none of the tests' programs does)."""
+    if by_uid:
+        return sandbox.uid_processes(sandbox._sandbox_uid(0))
+    workers = {w.proc.pid for w in list(sandbox._WORKERS.values())}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in workers:
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if sandbox.WORKER.encode() in cmdline and state != "Z":
+            found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("by_uid", [pytest.param(True, marks=pytest.mark.skipif(not ROOT, reason="root only")),
+                                    False], ids=["uid", "worker-code"])
+def test_the_leftover_check_sees_a_running_program(by_uid):
+    """The check every cleanup test ends with finds a program's processes while they run."""
+    seen: list[list[int]] = []
+
+    def watch():
+        for _ in range(60):
+            seen.append(_leftovers(by_uid))
+            if seen[-1]:
+                return
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    result = run_program("import os, time\nif os.fork() == 0:\n    time.sleep(30)\ntime.sleep(2)\n", UNGUARDED)
+    watcher.join()
+    assert result.status == "passed" and len(seen[-1]) >= 1, seen[-3:]
+    assert _leftovers(by_uid) == []
 
 
 def test_plain_programs_are_classified():
@@ -135,10 +174,13 @@ def test_deleting_files_outside_the_folder_fails(tmp_path, limits):
 def test_killing_the_parent_fails(limits):
     if not limits.guard and not ROOT:
         pytest.skip("without the guard, only the privilege drop (root) protects the parent")
+    run_program("pass", limits)
+    worker = _worker_pid()
     result = run_program("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)", limits)
     assert result.status == "error"
-    # Still here: the test process (the parent) is alive.
-    assert os.getpid() > 0
+    # The program's parent is its worker: the same one is alive and runs the next program.
+    assert _worker_pid() == worker and sandbox._WORKERS[0].proc.poll() is None
+    assert run_program("pass", limits).status == "passed" and _worker_pid() == worker
 
 
 def test_subprocess_and_system_are_disabled():

@@ -358,3 +358,23 @@ def test_findings_list_other_methods_without_reading_them_in_a_verdict(tmp_path)
     assert claim["verdict"] == "supported" and set(claim["by_method"]) == {"es", "grpo", "distill"}
     assert result["other_methods"] == ["distill"]
     assert "distill: figures listed above" in (tmp_path / "findings" / "findings.md").read_text()
+
+
+def test_training_rows_count_no_signal_in_each_trainers_own_terms(tmp_path):
+    """ES counts iterations with equal fitness (`zero_spread`), GRPO averages its share of
+    zero-spread groups (`frac_reward_zero_std`); a log without either key gets neither
+    (a count over a key GRPO does not write once read 0 for a GRPO run whose mean share was 0.62)."""
+    from analyses.study_findings import _training
+
+    logs = {"es": [{"reward": 0.5, "zero_spread": False}, {"reward": 0.4, "zero_spread": True}],
+            "grpo": [{"reward": 0.2, "frac_reward_zero_std": 0.5}, {"reward": 0.9, "frac_reward_zero_std": 1.0},
+                     {"reward": 1.0, "frac_reward_zero_std": 0.75}],
+            "distill": [{"reward": 0.2, "kl": 0.6}]}
+    for method, lines in logs.items():
+        (tmp_path / "train" / method).mkdir(parents=True)
+        (tmp_path / "train" / method / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows = _training(tmp_path, list(logs))
+    assert rows["es"]["zero_spread_iterations"] == 1 and "mean_frac_reward_zero_std" not in rows["es"]
+    assert rows["grpo"]["mean_frac_reward_zero_std"] == pytest.approx(0.75)
+    assert rows["grpo"]["steps_every_group_zero_std"] == 1 and "zero_spread_iterations" not in rows["grpo"]
+    assert not {"zero_spread_iterations", "mean_frac_reward_zero_std"} & set(rows["distill"])
