@@ -7,6 +7,7 @@ Function tests: the test runs in a trusted verifier that gets plain data
 back from the function's process (the codec is tested here; the forgery
 table is in test_forgetting_humaneval.py)."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -27,6 +28,14 @@ SMALL = Limits(timeout=3.0, cpu_seconds=3, memory_mb=256, max_procs=4, file_mb=1
 # Layers are tested one at a time too: without the in-child guard, only
 # privileges, rlimits and the process-group/uid kill remain.
 UNGUARDED = Limits(timeout=3.0, cpu_seconds=3, memory_mb=256, max_procs=4, file_mb=1, guard=False)
+
+
+def _forking(limits: Limits) -> Limits:
+    """Off-root, RLIMIT_NPROC counts every process of the caller's uid (pytest, the workers),
+    not only the program's: give a forking program room above what the uid already runs."""
+    if ROOT:
+        return limits
+    return dataclasses.replace(limits, max_procs=len(sandbox.uid_processes(os.getuid())) + 8)
 
 
 def _leftovers(by_uid: bool = ROOT) -> list[int]:
@@ -66,7 +75,8 @@ def test_the_leftover_check_sees_a_running_program(by_uid):
 
     watcher = threading.Thread(target=watch)
     watcher.start()
-    result = run_program("import os, time\nif os.fork() == 0:\n    time.sleep(30)\ntime.sleep(2)\n", UNGUARDED)
+    result = run_program("import os, time\nif os.fork() == 0:\n    time.sleep(30)\ntime.sleep(2)\n",
+                         _forking(UNGUARDED))
     watcher.join()
     assert result.status == "passed" and len(seen[-1]) >= 1, seen[-3:]
     assert _leftovers(by_uid) == []
@@ -164,7 +174,7 @@ def test_deleting_files_outside_the_folder_fails(tmp_path, limits):
                    f"import posix\nposix.unlink({str(canary)!r})",
                    f"import pathlib\npathlib.Path({str(canary)!r}).unlink()",
                    f"import shutil\nshutil.rmtree({str(tmp_path)!r})",
-                   f"open({str(canary)!r}, 'w').write('')"):
+                   *[f"open({str(canary)!r}, 'w').write('')"] * ROOT):  # writing: only the uid stops it
         result = run_program(attack, limits)
         assert result.status == "error", (attack, result)
         assert canary.read_text() == "alive"
@@ -236,7 +246,7 @@ def test_orphans_come_to_the_worker_and_are_killed():
               "        os.setsid()\n        time.sleep(0.3)\n        os.write(w, str(os.getppid()).encode())\n"
               "        time.sleep(30)\n    os._exit(0)\nos.wait()\nraise AssertionError(os.read(r, 32).decode())")
     started = time.monotonic()
-    result = run_program(orphan, UNGUARDED)
+    result = run_program(orphan, _forking(UNGUARDED))
     assert result.status == "failed" and result.detail == f"AssertionError: {_worker_pid()}"
     assert time.monotonic() - started < 10
     assert _leftovers() == []
