@@ -58,7 +58,7 @@ def main() -> None:
         print(f"{name:34s} {s:6.3f} s  {1e9 * s / args.entries:5.2f} ns/pair  {pair_bytes / s / 1e9:6.2f} GB/s")
     body, full = seconds["kernel, no entry changed"], seconds[f"kernel, {100 * changed:.0f}% of entries changed"]
     print(f"histogram share of the kernel on changed entries: {100 * (full - body) / full:.0f}% "
-          f"({1e9 * (full - body) / args.entries:.2f} ns per changed entry)")
+          f"({1e9 * (full - body) / (changed * args.entries):.2f} ns per changed entry)")
     result("diff kernel histogram share (bf16, 1 thread)", measured=f"{1e9 * full / args.entries:.2f} ns/pair",
            baseline=f"no entry changed {1e9 * body / args.entries:.2f} ns/pair", ratio=full / body,
            target=None, note="profile, not a target: changed entries each cost one scalar histogram update")

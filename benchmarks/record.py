@@ -37,7 +37,7 @@ def result(name: str, *, measured: str, baseline: str, ratio: float, target: str
         "baseline": baseline,
         "ratio": round(float(ratio), 4),
         "target": target,
-        "met": None if target is None else met(ratio, target),
+        "met": None if target is None or ratio != ratio else met(ratio, target),  # NaN: not measured
         "note": note,
         "load": [round(x, 2) for x in os.getloadavg()],
     }

@@ -95,10 +95,10 @@ def table(results: dict, cores: int) -> str:
         "| benchmark | measurement | evalkit | baseline | ratio | target | met | load |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for name, (rows, load, _seconds, code, *when) in results.items():
-        name = f"{name} ({when[0]})" if when else name  # entries stored before the time was kept have none
+    for bench, (rows, load, _seconds, code, *when) in results.items():
+        name = f"{bench} ({when[0]})" if when else bench  # entries stored before the time was kept have none
         if code != 0:
-            lines.append(f"| {name} | **failed (exit {code})**, see bench_{name}.txt | | | | | no | {load} |")
+            lines.append(f"| {name} | **failed (exit {code})**, see bench_{bench}.txt | | | | | no | {load} |")
         for r in rows:
             met = "" if r["met"] is None else ("yes" if r["met"] else "**no**")
             ratio = "-" if r["ratio"] != r["ratio"] else f"{r['ratio']:.3g}x"  # NaN: not measured
