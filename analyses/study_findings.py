@@ -178,12 +178,12 @@ def _sparsity(root: Path, methods: list[str]) -> dict | None:
 
 
 def _forgetting(root: Path, methods: list[str]) -> dict | None:
-    rows = {}
+    rows, kls = {}, {}
     for m in methods:
         path = root / "forgetting" / m / "forgetting.json"
         if path.is_file():
             report = json.loads(path.read_text())
-            kl = report.get("kl") or {}
+            kl = kls[m] = report.get("kl") or {}
             rows[m] = {"verdict": report["verdict"], "kl_per_token": kl.get("kl_per_token"),
                        "kl_per_token_se": kl.get("kl_per_token_se"),
                        "benchmarks": {b["benchmark"]: {k: b.get(k) for k in ("base_accuracy", "model_accuracy",
@@ -195,36 +195,39 @@ def _forgetting(root: Path, methods: list[str]) -> dict | None:
     if "es" in rows:
         marks = rows["es"]["benchmarks"].values()
         lost = any(b["p_holm"] is not None and b["p_holm"] < 0.05 and b["difference"] < 0 for b in marks)
-        moved = any(b["p_holm"] is not None and b["p_holm"] < 0.05 for b in marks)
-        # A benchmark the base never solves cannot show a loss: at the floor, "no change" says nothing.
-        informative = [b for b in marks if (b["base_accuracy"] or 0) > 0]
+        # A benchmark the base never solves cannot show a loss: at the floor, "no change" says nothing
+        # (and a gain there does not stand against "no change where there was something to lose").
+        informative = [b for b in marks if _solved(b)]
+        moved = any(b["p_holm"] is not None and b["p_holm"] < 0.05 for b in informative)
         if lost:
             verdict = "contradicted"
         elif not informative:
             note = "the base solves none of these items (floor): no loss could be measured"
         elif not moved:
             verdict = "supported"
-    widths = [(b["ci_high"] - b["ci_low"]) / 2 for r in rows.values() for b in r["benchmarks"].values()
-              if (b["base_accuracy"] or 0) > 0]
+    widths = [(b["ci_high"] - b["ci_low"]) / 2 for r in rows.values() for b in r["benchmarks"].values() if _solved(b)]
     return {"claim": "forgetting", "statement": "ES does not forget what it was not trained on", "by_method": rows,
-            "kl_es_minus_grpo": _kl_difference(root), "verdict": verdict, "note": note,
+            "kl_es_minus_grpo": _kl_difference(kls), "verdict": verdict, "note": note,
             "rule": "a significant loss for ES (Holm-adjusted McNemar < 0.05): contradicted; no significant "
                     "change on benchmarks the base solves at least once: supported; all at the floor: "
                     "inconclusive", "detectable": float(np.nanmax(widths)) if widths else None}
 
 
-def _kl_difference(root: Path) -> dict | None:
-    """KL(base || ES) - KL(base || GRPO) per completion, paired over the same base completions
-    (same prompts, seed and samples in both forgetting runs), percentile bootstrap over prompts."""
+def _solved(bench: dict) -> bool:
+    """The base solves the benchmark at least once: it has something to lose."""
+    return (bench["base_accuracy"] or 0) > 0
+
+
+def _kl_difference(kls: dict) -> dict | None:
+    """KL(base || ES) - KL(base || GRPO) per completion, from each method's forgetting `kl`
+    block, paired over the same base completions (same prompts, seed and samples in both
+    forgetting runs), percentile bootstrap over prompts."""
     from metrics.passk import bootstrap_passk
 
-    kls = {}
     for m in ("es", "grpo"):
-        path = root / "forgetting" / m / "forgetting.json"
-        kl = json.loads(path.read_text()).get("kl") or {} if path.is_file() else {}
+        kl = kls.get(m) or {}
         if kl.get("status") != "computed" or not kl.get("per_prompt_kl_sequence"):
             return None
-        kls[m] = kl
     same = all(kls["es"].get(k) == kls["grpo"].get(k) for k in ("prompts", "seed", "mean_positions", "task"))
     if not same:
         return None

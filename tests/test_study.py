@@ -378,3 +378,17 @@ def test_training_rows_count_no_signal_in_each_trainers_own_terms(tmp_path):
     assert rows["grpo"]["mean_frac_reward_zero_std"] == pytest.approx(0.75)
     assert rows["grpo"]["steps_every_group_zero_std"] == 1 and "zero_spread_iterations" not in rows["grpo"]
     assert not {"zero_spread_iterations", "mean_frac_reward_zero_std"} & set(rows["distill"])
+
+
+def test_a_gain_at_the_floor_does_not_stand_against_no_forgetting(tmp_path):
+    """ES keeps a benchmark the base solves (p = 1) and gains significantly on one where the base
+    scored 0: no loss where there was something to lose, so the claim is supported."""
+    from analyses.study_findings import _forgetting
+
+    _forgetting_json(tmp_path / "forgetting" / "es", 0.5, 0.5, 1.0, [3.0, 5.0, 4.0])
+    _forgetting_json(tmp_path / "forgetting" / "grpo", 0.5, 0.5, 1.0, [1.0, 2.0, 2.0])
+    report = json.loads((tmp_path / "forgetting" / "es" / "forgetting.json").read_text())
+    report["benchmarks"].append({"benchmark": "floor", "base_accuracy": 0.0, "model_accuracy": 0.3, "difference": 0.3,
+                                 "ci_low": 0.1, "ci_high": 0.5, "mcnemar": {"p_holm": 0.01}})
+    (tmp_path / "forgetting" / "es" / "forgetting.json").write_text(json.dumps(report))
+    assert _forgetting(tmp_path, ["es", "grpo"])["verdict"] == "supported"

@@ -170,8 +170,6 @@ def _run_identity(opts: ForgettingOptions, refs: dict, hashes: dict, device: str
     confidence, n_boot) and grader_workers are left out: a rerun recomputes those from the units."""
     import torch
 
-    from evalkit.runstore import versions
-
     found = versions()
     return {
         "kind": "forgetting",
@@ -340,9 +338,11 @@ def _fits(kind: str, record: dict, ids: list[str], span: tuple[int, int]) -> boo
             isinstance(s, list) and len(s) == 2 and isinstance(s[1], int)
             and (isinstance(s[0], int | float) or s[0] in ("inf", "-inf", "nan")) for s in scores)
     outcomes = record.get("outcomes")
-    names = {f.name for f in fields(ItemOutcome)}
-    return (isinstance(outcomes, list) and all(isinstance(o, dict) and set(o) == names for o in outcomes)
+    return (isinstance(outcomes, list) and all(isinstance(o, dict) and set(o) == _OUTCOME_FIELDS for o in outcomes)
             and [o["item_id"] for o in outcomes] == ids[start:stop])
+
+
+_OUTCOME_FIELDS = {f.name for f in fields(ItemOutcome)}  # what a journalled outcome must hold
 
 
 def _number(value: float):

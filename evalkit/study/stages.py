@@ -201,7 +201,9 @@ def _train(spec: StudySpec, method: str) -> Stage:
 def _hint_completions(folder: Path, opts) -> int:
     """Completions the hints added beyond the budget's first samplings: group_size per all-zero
     group (metrics.jsonl: frac_hinted of groups_sampled)."""
-    lines = [json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines() if x.strip()]
+    from evalkit.train.common import MetricsLog
+
+    lines = MetricsLog(folder / "metrics.jsonl").records()
     return opts.group_size * sum(round(x.get("frac_hinted", 0.0) * x.get("groups_sampled", 0)) for x in lines)
 
 
