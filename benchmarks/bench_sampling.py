@@ -130,7 +130,7 @@ def main() -> None:
     }
     if args.skip_baseline:
         runs = {k: v for k, v in runs.items() if k.startswith("evalkit")}
-    times, tokens_of = {}, {}
+    times, tokens_of, first = {}, {}, {}
     for name, fn in runs.items():
         if not name.startswith("evalkit"):
             tokens_of[name], times[name] = fn()
@@ -140,17 +140,18 @@ def main() -> None:
         for name in ("evalkit, no entropy", "evalkit, entropy"):
             tokens_of[name], seconds = runs[name]()
             times[name] = min(seconds, times.get(name, float("inf")))
+            first.setdefault(name, seconds)  # a single run, as the baselines are timed
     for name in runs:
         rates[name] = tokens_of[name] / times[name]
         print(f"{name:34s} {tokens_of[name]:6d} tokens {times[name]:7.2f} s {rates[name]:8.1f} tok/s")
 
     base = rates.get("per-problem generate (baseline)")
-    if base:
-        print(f"\nratio evalkit (entropy) / per-problem baseline: {rates['evalkit, entropy'] / base:.2f}x  (target >= 3x)")
+    if base:  # against the baselines' single runs: evalkit's first run, not its best
+        single = tokens_of["evalkit, entropy"] / first["evalkit, entropy"]
+        print(f"\nratio evalkit (entropy, first run) / per-problem baseline: {single / base:.2f}x  (target >= 3x)")
         print(f"ratio batched generate / per-problem baseline:   {rates['batched generate'] / base:.2f}x")
-        result("sampler tokens/s vs per-problem generate", measured=f"{rates['evalkit, entropy']:.1f} tok/s",
-               baseline=f"per-problem generate {base:.1f} tok/s", ratio=rates["evalkit, entropy"] / base,
-               target=">= 3")
+        result("sampler tokens/s vs per-problem generate", measured=f"{single:.1f} tok/s (first run)",
+               baseline=f"per-problem generate {base:.1f} tok/s", ratio=single / base, target=">= 3")
     overhead = times["evalkit, entropy"] / times["evalkit, no entropy"] - 1
     print(f"entropy recording overhead: {100 * overhead:+.1f}%  (target < 10%)")
     result("sampler time with entropy / without", measured=f"{times['evalkit, entropy']:.2f} s",
