@@ -76,7 +76,7 @@ CASES = [
 @pytest.mark.parametrize(("expr", "version", "completion", "grade"), CASES)
 def test_arith_case(expr, version, completion, grade):
     answer = str(sum(int(x) for x in expr.split(" + ")))
-    got = score(completion, Problem("p", PROMPTS[version].format(expr), answer))
+    got = score(completion, Problem("p", PROMPTS[version].format(expr), answer), "arith")
     assert got.outcome == grade, (got, completion)
 
 

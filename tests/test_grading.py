@@ -15,7 +15,7 @@ def test_math_scorer_cases():
     p = Problem("p", "What is 13 + 14?", "27")
     assert score("13 + 14 = 27", p).outcome == "correct"
     assert score("The final answer is 13 + 14 = 40.", p).outcome == "incorrect"
-    assert score("The answer is 13 + 14.", p) == Grade("no_answer", "13 + 14", "answer phrase: restates the question")
+    assert score("The answer is 13 + 14.", p, "arith") == Grade("no_answer", "13 + 14", "answer phrase: restates the question")
     assert score("The answer is \\boxed{27}.", p).outcome == "correct"
     assert score("I think 28", p).outcome == "incorrect"
     assert score("no idea", p) == Grade("no_answer")

@@ -22,7 +22,7 @@ from evalkit.tasks.base import OUTCOMES, Grade, Problem, Task, TaskSpec, answer_
 __all__ = [
     "OUTCOMES", "Problem", "TaskSpec", "Task", "Grade", "TASKS", "load_task", "scorer_for", "task_names",
     "answer_text", "grader_version", "graded_by", "stale_grades", "load_task_identity", "parse_task_config",
-    "reference_completion",
+    "reference_completion", "math_profile",
 ]
 
 def _arith(size: int, seed: int, config: dict) -> Task:
@@ -133,12 +133,25 @@ def load_task_identity(identity: dict) -> Task:
     return task
 
 
+def math_profile(spec: TaskSpec) -> str:
+    """The math grading profile of a task (evalkit.tasks.mathgrade): `arith` for evalkit's
+    arithmetic, the dataset preset (`math`, `gsm8k`, `aime`), else `math`."""
+    if spec.name == "arith":
+        return "arith"
+    from evalkit.tasks.mathgrade import PROFILES
+
+    preset = json.loads(spec.config or "{}").get("preset")
+    return preset if preset in PROFILES else "math"
+
+
 def scorer_for(spec: TaskSpec) -> Callable[[str, Problem], Grade]:
     """The scorer of a task, rebuilt from its spec (inside grader workers)."""
     if spec.kind == "math":
+        from functools import partial
+
         from evalkit.tasks.mathgrade import score
 
-        return score
+        return partial(score, profile=math_profile(spec))
     if spec.kind == "reasoning_gym":
         from evalkit.tasks import rgym
 

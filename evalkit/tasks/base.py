@@ -10,7 +10,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["OUTCOMES", "Problem", "Grade", "TaskSpec", "Task", "answer_text"]
+__all__ = ["OUTCOMES", "Problem", "Grade", "TaskSpec", "Task", "answer_text", "unfinished_reasoning"]
 
 OUTCOMES = ("correct", "incorrect", "no_answer", "timeout", "error")
 
@@ -70,7 +70,25 @@ _SPECIAL = re.compile(r"<\|[A-Za-z0-9_]+\|>|<s>")
 def answer_text(completion: str) -> str:
     """The part of a completion a scorer reads, the same for every scorer: cut at the first
     end-of-turn token (a model that runs past its turn writes the next turn), other special
-    tokens dropped, and only the text after the last `</think>` of a reasoning model."""
-    text = _END_OF_TURN.split(completion, maxsplit=1)[0]
-    text = _SPECIAL.sub("", text)
+    tokens dropped, and only the text after the last `</think>` of a reasoning model. A
+    `<think>` never closed is unfinished reasoning: nothing is read (TRL's and open-r1's
+    accuracy rewards grade only the text after `</think>`)."""
+    text = _SPECIAL.sub("", _thoughts(_END_OF_TURN.split(completion, maxsplit=1)[0]))
+    if _unclosed(text):
+        return ""
     return text.rsplit("</think>", 1)[-1]
+
+
+def unfinished_reasoning(completion: str) -> bool:
+    """A `<think>` with no `</think>` after it, before the end of the turn."""
+    return _unclosed(_thoughts(_END_OF_TURN.split(completion, maxsplit=1)[0]))
+
+
+def _thoughts(text: str) -> str:
+    """Sky-T1 / OpenThoughts' `<|begin_of_thought|>` ... `<|end_of_thought|>` as `<think>` tags."""
+    return text.replace("<|begin_of_thought|>", "<think>").replace("<|end_of_thought|>", "</think>")
+
+
+def _unclosed(text: str) -> bool:
+    opened = text.rfind("<think>")
+    return opened >= 0 and text.find("</think>", opened) < 0

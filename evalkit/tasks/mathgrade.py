@@ -1,45 +1,37 @@
-"""The math scorer: the final answer a completion commits to, checked with math-verify.
+"""The math scorer: the final answer a completion commits to, compared with the gold answer.
 
     score("13 + 14 = 27", Problem("p", "What is 13 + 14?", "27"))  # Grade("correct", "27", "equation")
+    score("... The final answer is $36.", Problem("q", "...", "36"), "gsm8k")  # correct
 
-Grading contract for math tasks (`arith`, JSONL/Parquet problem files), in
-this order; the first rule that finds a value decides:
+Grading contract (grader `math-3`), per profile. A profile is chosen by the task: `arith`
+for evalkit's arithmetic task, the dataset preset for MATH (`math`), GSM8K (`gsm8k`) and
+AIME (`aime`), and `math` for any other problem file.
 
-1. `\\boxed{...}`: the last boxed answer (an empty box is skipped).
-2. A final-answer phrase: the last "answer is X", "answer: X", "Answer = X"
-   ("The final answer is", "**Answer:**" ...), X right after the phrase.
-3. An equation's result: the value after the last "=" (or "equals").
-4. The last number standing on its own.
+1. What is read: `evalkit.tasks.answer_text` (cut at the first end-of-turn token, only the
+   text after the last `</think>`). A `<think>` that is never closed is unfinished
+   reasoning: `no_answer` (TRL / open-r1 grade only after the last `</think>`).
+2. The answer (evalkit.tasks.math_answer): the last box group or final-answer phrase
+   (`\\boxed{}`, "The final answer is X", Minerva's "Final Answer: ...", GSM8K's `#### X`);
+   else the profile's fallbacks:
 
-Inside a found answer an equation counts by its last side ("The final answer
-is 4 + 20 = 40" answers 40). A value that is an unevaluated expression built
-only from the question's own numbers ("17 + 5", "2^5" for "2 to the power of
-5") restates the question: the first three rules then give `no_answer`, and
-rule 4 skips it and looks further back. Numbers glued to a word on their left
-("nail2", "asia.1") are not answers. Nothing found is `no_answer`.
+   | profile | fallbacks | source of the convention |
+   |---|---|---|
+   | `math`, `aime` | last math span, the value after the last `=`, the last number | Math-Verify's LaTeX extraction; hendrycks' last `\\boxed{}` |
+   | `gsm8k` | the last number | lm-eval `gsm8k.yaml` flexible-extract `(-?[$0-9.,]{2,})|(-?[0-9]+)` |
+   | `arith` | last math span, the value after the last `=`, the last number | math-2 |
 
-Why not math-verify's own extraction: its `parse` defaults
-(`extraction_mode="any_match"`, `try_extract_without_anchor=True`) pull
-"13 + 14" out of a restated question and `verify` evaluates it to the sum
-(docs/references.md "Grading"; the README of Math-Verify and TRL's
-`accuracy_reward` ask for `\\boxed{}` first, `boxed_match_priority=0`,
-anchored extraction, `malformed_operators=False, nits=False` for rewards).
-evalkit follows that recipe (boxed first, then the anchored phrases) and adds
-the equation and last-number fallbacks that lm-eval's GSM8K "flexible"
-filter uses, with the restatement check none of them has. math-verify still
-parses the found value (LaTeX or plain) and decides equivalence:
-`verify(gold, answer)`, gold first, defaults `float_rounding=6,
-numeric_precision=15, strict=True`.
+3. Restatement (arith only for boxes and phrases; every profile for the fallbacks): an
+   unevaluated arithmetic expression of the question's own numbers (`13 + 14` for "What
+   is 13 + 14?") is not an answer: `no_answer`. A fraction, a mixed number, a tuple or an
+   expression with letters is a value, never a restatement.
+4. The gold: the preset's field (evalkit.tasks.hf: MATH's last `\\boxed{}` of the solution,
+   GSM8K's number after `####`, AIME's integer); a gold that is itself a solution is read
+   by its last box. A gold that is a sentence rather than an answer is refused: `error`.
+5. Equality (evalkit.tasks.math_equal.equivalent): normalised strings, times, text and
+   letters, exact numbers, sets, tuples and intervals, equations, then math-verify.
 
-Text handling (`evalkit.tasks.answer_text`): the completion is cut at the
-first end-of-turn token, other special tokens are dropped, and only the text
-after the last `</think>` is read.
-
-Timeouts: math-verify's alarm-based timeouts raise and become `timeout`; the
-grader's parent-side deadline (evalkit.grading) covers hangs the alarm cannot
-break. Limits: answers written as words ("twenty-seven") are not read; a
-plain-text expression with letters (x^2+1 without `$`) is read only inside
-`$...$` or `\\boxed{}`.
+Timeouts: math-verify's alarm-based timeouts raise and become `timeout`; the grader's
+parent-side deadline (evalkit.grading) covers hangs the alarm cannot break.
 """
 
 from __future__ import annotations
@@ -47,187 +39,69 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from evalkit.tasks.base import Grade, Problem, answer_text
+from evalkit.tasks.base import Grade, Problem, unfinished_reasoning
+from evalkit.tasks.math_answer import Found, box_group, final_answer, last_boxed
+from evalkit.tasks.math_equal import equivalent, is_prose, normalize
 
-__all__ = ["score", "final_answer", "last_boxed", "Found", "VERSION"]
+__all__ = ["score", "final_answer", "last_boxed", "Found", "VERSION", "PROFILES", "Profile", "grade_answer"]
 
 # Bump whenever a change can change a grade: stored runs name the version that graded them.
-VERSION = "math-2"
-
-_NUM = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_OP = r"(?:[-+*/×÷^]|\\times|\\cdot|\\div)"
-# a number, or numbers joined by operators, optionally in parentheses; never glued to a word on its left
-_VALUE = re.compile(
-    rf"(?<![\w.\\])(?P<v>\(?-?{_NUM}\)?(?:\s*{_OP}\s*\(?-?{_NUM}\)?)*)(?P<pct>\s*%)?(?![\d,]\d)"
-)
-_LATEX_START = re.compile(r"\s*(?:\$\$?|\\\(|\\\[)")
-_LATEX_COMMAND = re.compile(r"\s*-?\\(?:d?frac|sqrt|pi|tfrac)")
-_PHRASE = re.compile(r"(?i:answer)\s*(?:\*\*)?\s*(?::|=|\bis\b:?)\s*(?:\*\*)?")
-_EQUALS = re.compile(r"=|\bequals\b|\bis equal to\b")
-_FRAC = re.compile(r"\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(\d+)\s*\}")  # \frac{3}{5} -> 3/5 for rule 4
-_FILLER = re.compile(r"\s*(?:\*\*|[\"'`])?\s*")
+VERSION = "math-3"
 
 
 @dataclass(frozen=True)
-class Found:
-    """The answer a completion commits to: its text and the rule that found it."""
+class Profile:
+    """How one benchmark's completions are read (the table in the module docstring)."""
 
-    text: str
-    rule: str  # "boxed", "answer phrase", "equation", "last number"
-    restates: bool = False  # an unevaluated expression of the question's own numbers
+    fallbacks: tuple[str, ...]
+    restate_anchored: bool  # a boxed or phrased restatement of the question is no answer
 
 
-def score(completion: str, problem: Problem) -> Grade:
-    from math_verify import verify
+PROFILES = {
+    "math": Profile(("last math", "equation", "last number"), False),
+    "aime": Profile(("last math", "equation", "last number"), False),
+    "gsm8k": Profile(("last number",), False),
+    "arith": Profile(("last math", "equation", "last number"), True),
+}
+
+
+def score(completion: str, problem: Problem, profile: str = "math") -> Grade:
+    """The grade of one completion under the contract above."""
     from math_verify.errors import TimeoutException
 
+    rules = PROFILES[profile]
+    gold = gold_text(problem.answer)
+    if not gold or is_prose(normalize(gold)):
+        return Grade("error", None, f"reference answer {problem.answer[:80]!r} is not a math answer")
+    if unfinished_reasoning(completion):
+        return Grade("no_answer", None, "unfinished reasoning: <think> without </think>")
+    found = final_answer(completion, problem.prompt, rules.fallbacks, rules.restate_anchored)
+    if found is None or not found.text:
+        return Grade("no_answer", None, found.rule if found else None)
+    if found.restates:
+        return Grade("no_answer", found.text, f"{found.rule}: restates the question")
     try:
-        gold = _parse(_as_math(problem.answer))
-        if not gold:
-            return Grade("error", None, f"reference answer {problem.answer!r} does not parse")
-        found = final_answer(completion, problem.prompt)
-        if found is None:
-            return Grade("no_answer")
-        if found.restates:
-            return Grade("no_answer", found.text, f"{found.rule}: restates the question")
-        target = _parse(_as_math(found.text))
-        if not target:
-            return Grade("no_answer", found.text, f"{found.rule}: does not parse")
-        correct = verify(gold, target, raise_on_error=True)
+        return grade_answer(found, gold)
     except TimeoutException as exc:
-        return Grade("timeout", None, f"math-verify: {exc}")
-    return Grade("correct" if correct else "incorrect", found.text, found.rule)
+        return Grade("timeout", found.text, f"math-verify: {exc}")
 
 
-def final_answer(completion: str, question: str) -> Found | None:
-    """The answer the completion commits to under the contract above, or None."""
-    text = answer_text(completion)
-    operands = set(_numbers(question))
-    for rule, find in (("boxed", _boxed), ("answer phrase", _after_last(_PHRASE)), ("equation", _after_last(_EQUALS))):
-        value = find(text)
-        if value is not None:
-            value = _last_side(value)
-            return Found(value, rule, _restates(value, operands))
-    return _last_number(_FRAC.sub(r" \1/\2", text), operands)
+def grade_answer(found: Found, gold: str) -> Grade:
+    """`correct` or `incorrect` for an answer already found."""
+    return Grade("correct" if equivalent(gold, found.text) else "incorrect", found.text, found.rule)
 
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last non-empty `\\boxed{...}` / `\\fbox{...}` (balanced braces), or None."""
-    return _boxed(text)
-
-
-def _boxed(text: str) -> str | None:
-    """Content of the last non-empty `\\boxed{...}` / `\\fbox{...}` (balanced braces)."""
-    for match in reversed(list(re.finditer(r"\\(?:boxed|fbox)\s*\{", text))):
-        depth, start = 1, match.end()
-        for i in range(start, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                if text[start:i].strip():
-                    return text[start:i].strip()
-                break
-    return None
-
-
-def _after_last(anchor: re.Pattern):
-    """A finder: the value right after the last match of `anchor` that is followed by one."""
-
-    def find(text: str) -> str | None:
-        for match in reversed(list(anchor.finditer(text))):
-            value = _value_at(text, match.end())
-            if value is not None:
-                return value
-        return None
-
-    return find
-
-
-def _value_at(text: str, pos: int) -> str | None:
-    """The value that starts at `pos` (after spaces, bold markers or a quote): LaTeX or a number."""
-    pos = _FILLER.match(text, pos).end()
-    if (latex := _LATEX_START.match(text, pos)) and (inner := _latex_env(text, latex)) is not None:
-        return inner or None
-    if _LATEX_COMMAND.match(text, pos):
-        end = re.compile(r"[\n$]|\.(?:\s|$)").search(text, pos)
-        return text[pos : end.start() if end else len(text)].strip() or None
-    match = _VALUE.match(text, pos)
-    if match is None:
-        return None
-    then = _EQUALS.match(text, _FILLER.match(text, match.end()).end())
-    result = _value_at(text, then.end()) if then else None  # "4 + 20 = 40": the result
-    return result if result is not None else _clean(match)
-
-
-def _latex_env(text: str, start: re.Match) -> str | None:
-    """The inside of a `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` opened at `start`; None
-    for a currency sign ("$6 for pencils": no closing `$` on the line, or words inside)."""
-    opener = start.group().strip()
-    close = {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}[opener]
-    end = text.find(close, start.end())
-    inner = text[start.end() : end if end >= 0 else len(text)]
-    if opener == "$" and (end < 0 or "\n" in inner or re.search(r"(?<![\\a-zA-Z])[a-zA-Z]{3,}", inner)):
-        return None
-    return inner.strip()
-
-
-def _last_number(text: str, operands: set[str]) -> Found | None:
-    """The last value in the text that does not restate the question."""
-    for match in reversed(list(_VALUE.finditer(text))):
-        value = _clean(match)
-        if not _restates(value, operands):
-            return Found(value, "last number")
-    return None
-
-
-def _clean(match: re.Match) -> str:
-    value = match.group("v").strip()
-    if value.count("(") != value.count(")"):  # a parenthesis of the sentence, not of the value
-        value = value.strip("()").strip()
-    elif value.startswith("(") and value.endswith(")") and value.count("(") == 1:
-        value = value[1:-1].strip()
-    return value + ("%" if match.group("pct") else "")
-
-
-def _last_side(value: str) -> str:
-    """An equation answers with its last non-empty side: "4 + 20 = 40" -> "40"."""
-    sides = [s.strip() for s in re.split(r"(?<![<>!])=(?!=)", value)]
-    sides = [s for s in sides if s]
-    return sides[-1] if sides else value
-
-
-def _numbers(text: str) -> list[str]:
-    return [n.replace(",", "") for n in re.findall(_NUM, text)]
-
-
-def _restates(value: str, operands: set[str]) -> bool:
-    """An expression with an operator whose numbers all come from the question."""
-    body = value.lstrip("(-").strip()
-    if not re.search(rf"[\d)}}]\s*{_OP}|\\frac", body):
-        return False
-    numbers = _numbers(body)
-    return len(numbers) >= 2 and all(n in operands for n in numbers)
-
-
-def _parse(latex: str):
-    """math-verify's parse of an isolated value, with the reward-safe normalisation."""
-    from latex2sympy2_extended import NormalizationConfig
-    from math_verify import LatexExtractionConfig, parse
-
-    config = LatexExtractionConfig(
-        boxed_match_priority=0,
-        normalization_config=NormalizationConfig(
-            basic_latex=True, units=True, malformed_operators=False, nits=False, boxed="all", equations=False
-        ),
-    )
-    return parse(latex, extraction_config=[config], extraction_mode="first_match", raise_on_error=True)
-
-
-def _as_math(answer: str) -> str:
-    """A value as math-verify's LaTeX extraction reads it: inside $...$, thousands commas removed."""
-    answer = answer.strip().rstrip(".")
-    if "$" in answer or "\\boxed" in answer:
-        return answer
-    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?%?", answer):
-        answer = answer.replace(",", "")
-    answer = answer.replace("×", "\\times ").replace("÷", "\\div ").replace("%", "\\%")
-    return f"${answer}$"
+def gold_text(answer: str) -> str:
+    """The gold answer as compared: a solution's last box group (`\\boxed{1}\\boxed{2}` is
+    `1, 2`), a worked solution's final answer, or the text without its `$...$`."""
+    text = str(answer).strip()
+    if "\\boxed" in text or "\\fbox" in text:
+        group = box_group(text)
+        return group[1] if group else ""
+    if len(re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", text)) >= 5:  # a worked solution: its final answer
+        found = final_answer(text, "", ("last math",), restate_anchored=False)
+        if found is not None:
+            return found.text
+    if len(text) > 1 and text[0] == "$" and text[-1] == "$":
+        return text.strip("$").strip()
+    return text

@@ -1,0 +1,282 @@
+"""The final answer a math completion commits to, as text.
+
+    final_answer("so x = \\boxed{2} or x = \\boxed{3}.", "...")       # Found("2, 3", "boxes")
+    final_answer("... = $36 in total. The final answer is $36.", "")  # Found("36", "answer phrase")
+
+Anchored answers; the last of them by position wins:
+- `\\boxed{...}` / `\\fbox{...}` (`\\boxed 5` too). Boxes joined only by connectives
+  (`and`, `or`, `,`, `x =`, `\\quad`, math delimiters, one unit word) are one answer, the
+  set of their values (one box per root: Math-Verify's `\\boxed{1}\\boxed{2}` = `1,2`);
+  the same value boxed twice counts once;
+- a final-answer phrase: "answer is X", "answer: X", "Answer = X", "**Answer:** X",
+  "the answer (arabic numerals) is X" (zero-shot CoT's trigger), Minerva's "Final
+  Answer: The final answer is X. I hope it is correct." (lm-eval `minerva_math`), and
+  GSM8K's `#### X` (lm-eval `gsm8k.yaml` strict-match, OpenAI's `extract_answer`). X is a
+  box, a `$...$` / `\\(...\\)` / `\\[...\\]`, a currency amount (`$36`), a time, a number
+  (with the math glued to it: `2x`), a short text up to the end of the sentence
+  (`x^2+2x+1`, `odd`), or the number a sentence states ("Harald sold 8,000 copies").
+  After a box, only "the answer is" / "the final answer is" / `####` count, with a math
+  or number value (not "Check our answer: ...", not "the answer is positive").
+An answer slot left blank ("the answer is ____") is no answer. A model that goes on to
+invent the next exercise ("Your turn:", "Question:", "Now is your turn") is read only up
+to it, as lm-eval stops generation at "Problem:" / "Question:".
+
+Without an anchored answer, the profile's fallbacks (evalkit.tasks.mathgrade): a
+completion that is nothing but a value is that value; a text that stops inside math
+(an open brace, `\\[`, `$$`) was cut off: no answer; then
+- "last math" (the last `$...$`, `\\[...\\]`, `\\(...\\)` or bold `**...**` value) and
+  "equation" (the value after the last `=` / "equals"), the later of the two; a number
+  stated after that math span, in the closing sentences, wins over it;
+- "last number": the last number or number tuple (lm-eval GSM8K's flexible-extract),
+  skipping values that restate the question.
+Code in ``` fences is not read by the fallbacks (its ```output block is); GSM8K's `<<9*2=18>>` annotations are
+removed first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from evalkit.tasks.base import answer_text
+from evalkit.tasks.math_equal import equivalent
+from evalkit.tasks.math_text import (
+    BOX,
+    EQUALS,
+    FILLER,
+    LATEX_START,
+    TIME,
+    TUPLE,
+    VALUE,
+    boxes,
+    clean,
+    close,
+    cut_off,
+    frac_to_slash,
+    last_side,
+    latex_env,
+    math_spans,
+    number_led,
+    numbers,
+    restates,
+)
+
+__all__ = ["Found", "final_answer", "last_boxed", "box_group"]
+
+_PHRASE = re.compile(r"(?i:answer)(?:\s*\([^()\n]{0,30}\))?\s*(?:\*\*)?\s*(?::|=|\bis\b:?)\s*(?:\*\*)?|####")
+_LATEX_COMMAND = re.compile(r"\s*-?\\(?:d?frac|sqrt|pi|tfrac|text|mathrm|begin|left)")
+_CONNECTIVE = re.compile(
+    r"\$\$?|\\[()\[\]]|\\q?quad|\band\b|\bor\b|[,;&.]|\\\\|\\(?:implies|Rightarrow)|"
+    r"[A-Za-z](?:_\{?\w+\}?)?\s*=|\\text\s*\{[^{}]{0,30}\}|\s+"
+)
+# a math span worth reading as an answer: a number, a relation or a construct (not `$x$`)
+_MATHY = re.compile(r"\d|[<>=]|\\(?:frac|sqrt|pi|infty|begin|[lg]eq?|ne|cup|pm)(?![a-zA-Z])")
+# prose after "the answer is", not an answer: "in \\boxed{}", "not given", "that we ..."
+_STOP_WORD = re.compile(r"(?i)(?:in|the|a|an|to|that|not|given|as|we|which|this|it|of|for|on|at|by|from|so|"
+                        r"then|clear|simple|obvious|below|above|shown|correct|incorrect|wrong|right)\b")
+_SENTENCE_END = re.compile(r"\n|\.(?=\s|$)|;\s|!(?=\s|$)")
+_INVENTED = re.compile(r"\n\s*(?:\**(?:now (?:it )?is your turn|your turn|now you try|try this|exercise|question|"
+                       r"problem)\b[^\n]{0,40}:|given this context, can you)", re.IGNORECASE)
+_CODE = re.compile(r"```(?!output).*?(?:```|$)", re.DOTALL)  # a program, not its ```output
+_CALC = re.compile(r"<<[^<>]*>>")
+_BLANK = re.compile(r"\s*_{2,}")
+
+
+@dataclass(frozen=True)
+class Found:
+    """The answer a completion commits to: its text (empty: none, `rule` says why) and the
+    rule that found it."""
+
+    text: str
+    rule: str  # "boxed", "boxes", "answer phrase", "whole", "last math", "equation", "last number"
+    restates: bool = False  # an unevaluated expression of the question's own numbers
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last non-empty `\\boxed{...}` / `\\fbox{...}` (balanced braces), or None
+    (lighteval / lm-eval `remove_boxed(last_boxed_only_string(...))`)."""
+    found = boxes(text)
+    return found[-1][2] if found else None
+
+
+def final_answer(completion: str, question: str, fallbacks: tuple[str, ...] = ("equation", "last number"),
+                 restate_anchored: bool = True) -> Found | None:
+    """The answer the completion commits to under the contract above, or None."""
+    text = _CALC.sub("", answer_text(completion))
+    operands = set(numbers(question))
+    found = _anchored(text)
+    if found is not None:
+        return Found(found.text, found.rule, bool(found.text) and restate_anchored and restates(found.text, operands))
+    return _fallback(_CODE.sub(" ", text), operands, fallbacks)
+
+
+def _anchored(text: str) -> Found | None:
+    """The last box group or final-answer phrase (see the module docstring); an empty
+    Found for an unfinished box or a blank answer slot."""
+    invented = _INVENTED.search(text)
+    if invented and (box_group(text[: invented.start()]) or _PHRASE.search(text, 0, invented.start())):
+        text = text[: invented.start()]
+    if _unclosed_box(text):
+        return Found("", "unfinished box")
+    box = box_group(text)
+    best = (box[0], Found(box[1], box[2])) if box else None
+    for match in _PHRASE.finditer(text):
+        if box and (match.end() <= box[0] or not _final_phrase(text, match)):
+            continue
+        if _BLANK.match(text, match.end()):
+            best = (match.end(), Found("", "blank answer"))
+            continue
+        value = _phrase_value(text, match.end(), math_only=box is not None)
+        if value is not None and (best is None or value[0] >= best[0]):
+            best = (value[0], Found(last_side(value[1]), "answer phrase"))
+    return best[1] if best else None
+
+
+def _unclosed_box(text: str) -> bool:
+    """The last box was opened and never closed, with nothing on its line: `&= \\boxed{\\`."""
+    opened = [m for m in BOX.finditer(text) if m.group().endswith("{")]
+    if not opened or close(text, opened[-1].end()) is not None:
+        return False
+    return not re.search(r"[A-Za-z0-9]", text[opened[-1].end() :].split("\n", 1)[0])
+
+
+def _final_phrase(text: str, match: re.Match) -> bool:
+    """ "The final answer is", "the answer is", "####": what may override an earlier box."""
+    before = text[max(0, match.start() - 7) : match.start()].lower()
+    return match.group() == "####" or before.endswith(("final ", "the ", "final **", "**final "))
+
+
+def box_group(text: str) -> tuple[int, str, str] | None:
+    """(end, value, rule) of the last box and the boxes joined to it by connectives."""
+    found = boxes(text)
+    if not found:
+        return None
+    group = [found[-1]]
+    for earlier in reversed(found[:-1]):
+        gap = text[earlier[1] : group[0][0]]
+        if len(gap) > 80 or "\n\n" in gap or len(_CONNECTIVE.sub(" ", gap).split()) > 1:
+            break  # one unit word may stand between ("\\boxed{1} papers and \\boxed{2} bins")
+        group.insert(0, earlier)
+    values = []
+    for _, _, content in group:  # "\\boxed{x+11} or \\boxed{11+x}": one answer written twice
+        if not any(equivalent(v, content) for v in values):
+            values.append(content)
+    return group[-1][1], ", ".join(values), "boxed" if len(values) == 1 else "boxes"
+
+
+def _phrase_value(text: str, pos: int, *, math_only: bool) -> tuple[int, str] | None:
+    """(end, value) of the answer right after a phrase, or None when none starts there."""
+    pos = FILLER.match(text, pos).end()
+    latex = LATEX_START.match(text, pos)
+    if (box := BOX.match(text, latex.end() if latex else pos)) is not None:
+        group = box_group(text[: _box_end(text, box)])
+        return (group[0], group[1]) if group else None
+    if latex and (inner := latex_env(text, latex)) is not None:
+        return (latex.end() + len(inner), inner.strip()) if inner.strip() else None
+    if text.startswith(("\\$", "$"), pos):  # "$36": money
+        pos += 2 if text.startswith("\\$", pos) else 1
+    if (time := TIME.match(text, pos)) is not None:
+        return time.end(), time.group()
+    if _LATEX_COMMAND.match(text, pos):
+        end = _SENTENCE_END.search(text, pos)
+        stop = end.start() if end else len(text)
+        return (stop, text[pos:stop].strip().rstrip("$").strip()) if text[pos:stop].strip() else None
+    if (match := VALUE.match(text, pos)) is not None:
+        return number_led(text, match)
+    return None if math_only else _text_value(text, pos)
+
+
+def _box_end(text: str, box: re.Match) -> int:
+    end = close(text, box.end()) if box.group().endswith("{") else None
+    return (end + 1) if end is not None else len(text)
+
+
+def _text_value(text: str, pos: int) -> tuple[int, str] | None:
+    """Words or plain-text math up to the end of the sentence (`x^2+2x+1`, `odd`, `(C)`),
+    or the number a longer sentence states ("The total volume is 72 inches^3")."""
+    end = _SENTENCE_END.search(text, pos)
+    stop = end.start() if end else len(text)
+    value = text[pos:stop].strip().strip("*").strip()
+    if not value or not re.search(r"[A-Za-z0-9]", value):
+        return None
+    words = len(re.findall(r"[A-Za-z]{2,}", value))
+    if len(value) <= 60 and (words <= 1 or words <= 3 and not VALUE.search(value)) and not _STOP_WORD.match(value):
+        return stop, value
+    stated = _stated_number(value)
+    return (stop, stated) if stated is not None else None
+
+
+def _stated_number(sentence: str) -> str | None:
+    """The number a sentence states: the one after its last "is" / "are" / "=", else its
+    only number ("Harald sold 8,000 copies" -> 8,000). None for a sentence holding math or
+    another final-answer phrase (that one is read itself)."""
+    if re.search(r"\$|\\\(|\\\[|(?i:answer)", sentence):
+        return None
+    verb = list(re.finditer(r"\b(?:is|are|was|were)\b|=", sentence))
+    if verb and (match := VALUE.search(sentence, verb[-1].end())) is not None:
+        return clean(match)
+    found = list(VALUE.finditer(sentence))
+    return clean(found[0]) if len(found) == 1 else None
+
+
+def _fallback(text: str, operands: set[str], fallbacks: tuple[str, ...]) -> Found | None:
+    """The fallbacks of the module docstring, for a text without an anchored answer."""
+    whole = _whole(text)
+    if whole is not None:
+        return Found(whole.text, whole.rule, restates(whole.text, operands))
+    if "last math" in fallbacks and cut_off(text):
+        return Found("", "cut off inside math")
+    number = next(((end, value) for end, value in _last_number(text) if not restates(value, operands)), None)
+    found = [(end, rule, value) for rule, finder in (("last math", _last_math), ("equation", _equation))
+             if rule in fallbacks for end, value in finder(text)[:1]]
+    if found:
+        end, rule, value = max(found, key=lambda f: f[0])
+        if rule == "last math" and number is not None and number[0] > end and "last number" in fallbacks:
+            return Found(number[1], "last number")
+        return Found(value, rule, restates(value, operands))
+    if "last number" in fallbacks and number is not None:
+        return Found(number[1], "last number")
+    return None
+
+
+def _whole(text: str) -> Found | None:
+    """A completion that is nothing but its answer: `1 000`, `$-\\frac{10}{9}$`, `$odd$`."""
+    body = text.strip().rstrip(".").strip()
+    spans = math_spans(body)
+    if len(spans) == 1 and spans[0][0] == len(body) and body.startswith(("$", "\\(", "\\[")):
+        inner = spans[0][1]
+    elif len(body) <= 80 and not re.search(r"\s", body) or not re.search(r"[A-Za-z]{2,}", body):
+        inner = body
+    else:
+        return None
+    value = last_side(inner)
+    return Found(value, "whole") if re.search(r"[A-Za-z0-9]", value) else None
+
+
+def _last_math(text: str) -> list[tuple[int, str]]:
+    """The math spans and bold values worth reading (`$x \\geq 5$`, `**(8, -2)**`), latest first."""
+    spans = [(end, inner) for end, inner in math_spans(text) if _MATHY.search(inner)]
+    spans += [(m.end(), m.group(1).strip()) for m in re.finditer(r"\*\*([^*\n]{1,60})\*\*", text)
+              if _MATHY.search(m.group(1)) and not re.search(r"[A-Za-z]{3,}", m.group(1))]
+    return [(end, last_side(inner)) for end, inner in sorted(spans, reverse=True)]
+
+
+def _equation(text: str) -> list[tuple[int, str]]:
+    """The value after the last `=` / "equals" that starts with a number."""
+    for match in reversed(list(EQUALS.finditer(text))):
+        pos = FILLER.match(text, match.end()).end()
+        opener = LATEX_START.match(text, pos)
+        pos += 1 if text.startswith("$", pos) and opener and latex_env(text, opener) is None else 0
+        value = VALUE.match(text, pos)
+        if value is not None:
+            end, found = number_led(text, value)
+            return [(end, last_side(found))]
+    return []
+
+
+def _last_number(text: str) -> list[tuple[int, str]]:
+    """The numbers and number tuples of the text, latest first."""
+    text = frac_to_slash(text)
+    found = [(m.end(), clean(m)) for m in VALUE.finditer(text)]
+    found += [(m.end(), m.group()) for m in TUPLE.finditer(text)]
+    return sorted(found, reverse=True)

@@ -1,0 +1,399 @@
+"""When two math answers are the same answer: normalisation, then equivalence.
+
+    equivalent("\\frac12", "0.5")                  # True: shorthand, then exact numbers
+    equivalent("\\$18", "18.00")                   # True: currency dropped
+    equivalent("(0,9)", "[0,9)")                   # False: an interval keeps its brackets
+    equivalent("10, 4, -2", "4, 10, -2")           # True: a bare list is a set of answers
+
+Both sides are normalised the same way (`normalize`), following hendrycks' MATH
+`_strip_string` (math_equivalence.py: `\\left`/`\\right`, `\\dfrac`, `^\\circ`, `\\$`,
+units after `\\text{ `, `\\%`, `.5` -> `0.5`, `\\frac12`, `\\sqrt3`), Minerva's
+`normalize_final_answer` (lm-eval `minerva_math/utils.py`: `\\text{and}` -> `,`, thin
+spaces, `{,}` thousands, `\\text{...}` unwrapped) and Qwen2.5-Math's `strip_string`
+(`evaluation/parser.py`: a trailing `\\text{unit}`, `%`, `\\{ \\}`, `\\le`/`\\leq`). Then the
+first of these that decides:
+
+1. the normalised strings are equal (spaces ignored);
+2. times (`4:30 p.m.` = `4:30 PM`), text and letter answers (`\\text{(C)}` = `C`,
+   `\\text{odd}` = `odd`, case-insensitive);
+3. numbers, exactly (`0.5` = `\\frac{1}{2}` = `1/2`, `1\\frac14` = `5/4`), or agreeing to 6
+   decimal places as math-verify's `float_rounding=6` (`0.333333` = `\\frac13`);
+4. structure: a bare comma list is a set (every element matched once, in any order:
+   Math-Verify's FiniteSet; hendrycks compares the strings in order), a bracketed tuple
+   or interval is compared element by element with its brackets; a gold `y = ...` or
+   `x = ...` with a one-variable left side also accepts its right side alone (NeMo-Skills'
+   `math_equal` and Qwen2.5-Math's `math_equal`), and an answer `k = 5` to a gold that
+   is no equation is read by its last side;
+5. math-verify: `verify(parse(gold), parse(answer))`, gold first, defaults
+   (`float_rounding=6, numeric_precision=15, strict=True`), LaTeX parsed with the
+   reward-safe normalisation of Math-Verify's README (`malformed_operators=False,
+   nits=False`).
+
+Chosen where the conventions differ (each has a test row in tests/test_math_equal.py):
+a percentage is its number (MATH's convention: `25\\%` = `25`; `0.25` is not `25\\%`,
+where Qwen2.5-Math's `include_percentage` accepts x/100 and x*100); `\\text{13}` is 13
+(Math-Verify #37 keeps it a symbol); a decimal comma (`1000,99` = 1000.99, as
+Math-Verify) is read only when the gold is one plain number, so `2,3` stays a list.
+
+Limits: answers in words ("twenty-seven") are not numbers; text answers must match as
+text after case and `\\text{}` are dropped (`even function` is not `even`).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+__all__ = ["normalize", "equivalent", "plain_number", "split_top", "is_prose"]
+
+_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())} | {"thirty": 30, "forty": 40, "fifty": 50, "sixty": 60,
+                                                      "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100}
+_THIN = re.compile(r"\\[,;:!]|\\q?quad\b|\\displaystyle|\\(?:big|Big|bigg|Bigg)(?![a-zA-Z])")
+_LEFT_RIGHT = re.compile(r"\\(?:left|right)(?![a-zA-Z])")
+_DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ\b|°|\\degree\b")
+_PERCENT = re.compile(r"\\?%|\\text\{\s*percent\s*\}|\s+percent\b|\s+pct\b")
+_AND = re.compile(r",?\s*\\text\{\s*,?\s*(?:and|or)\s*\}\s*|,?\s+and\s+|(?<![A-Za-z\\])\s*or\s*(?![A-Za-z])")
+_WRAP = re.compile(r"\\(?:text|textbf|textit|textnormal|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
+_UNIT = re.compile(r"^(?P<v>.*?\S)\s*\\(?:text|mbox|textnormal|mathrm)\s*\{\s*[^{}]*\}(?:\s*\^\s*\{?[23]\}?)?\s*\.?$")
+_WORDS_AFTER_NUMBER = re.compile(r"^(?P<v>-?[\d.,/]*\d(?:\s*\\pi)?)\s+(?:[A-Za-z]{2,}\.?\s*)+(?:\^\s*\{?[23]\}?)?$")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_SPACE_THOUSANDS = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
+_TIME = re.compile(r"(?i)^(\d{1,2}):(\d{2})\s*(?:([ap])\.?\s*m\.?)?$")
+_LETTER = re.compile(r"^\(?([A-Z])\)?$")
+_PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
+_RELATION = re.compile(r"(?<![<>!\\])=(?!=)")
+_SIMPLE_LHS = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?(?:\(\w\))?|\\[a-z]+)$")
+
+
+def normalize(text: str) -> str:
+    """The normalised form of an answer (module docstring), without its spaces removed."""
+    s = text.strip().replace("\n", " ")
+    s = _LEFT_RIGHT.sub("", s)
+    s = re.sub(r"\\[dtc]frac", r"\\frac", s)
+    s = s.replace(",\\!", "").replace("\\!", "")  # "10,\\!000" (Minerva drops ",\\!")
+    s = re.sub(r"(?<!\\)\\ ", " ", _THIN.sub("", s)).replace("~", " ")
+    s = re.sub(r"\\begin\{array\}\{[^{}]*\}", r"\\begin{pmatrix}", s).replace("\\end{array}", "\\end{pmatrix}")
+    s = re.sub(r"[bvBV]matrix\b", "pmatrix", s)
+    s = re.sub(r"\{\s*,\s*\}", "", s).replace("\\{", "{").replace("\\}", "}")
+    s = _DEGREES.sub("", s)
+    s = s.replace("\\$", "").replace("$", "").replace("€", "").replace("£", "")
+    s = _PERCENT.sub("", s)
+    s = _AND.sub(", ", s)
+    s = _strip_units(s)
+    s = _WRAP.sub(r"\1", s)
+    s = _fix_shorthand(s)
+    s = re.sub(r"(^|[\s{(\[,=-])\.(\d)", r"\g<1>0.\2", s)
+    s = re.sub(r"\\(?:leq|leqslant)\b", r"\\le", s)
+    s = re.sub(r"\\(?:geq|geqslant)\b", r"\\ge", s)
+    s = re.sub(r"\\(?:neq)\b", r"\\ne", s).replace("≤", "\\le").replace("≥", "\\ge")
+    s = s.strip().rstrip(".\\").strip()  # "185\\" (NeMo-Skills strips a trailing backslash)
+    if _THOUSANDS.fullmatch(s):
+        s = s.replace(",", "")
+    elif _SPACE_THOUSANDS.fullmatch(s):
+        s = s.replace(" ", "")
+    return s
+
+
+def _strip_units(s: str) -> str:
+    """`85\\text{ feet}` -> `85`, `15\\mbox{ cm}^2` -> `15`, `5 apples` -> `5`: a unit after
+    a value (hendrycks' `_remove_right_units`, Qwen2.5-Math's trailing `\\text{...}`)."""
+    for _ in range(2):  # "12\\text{ square}\\text{ feet}"
+        match = _UNIT.match(s)
+        if match and not _TIME.match(_WRAP.sub(r"\1", s).strip()):
+            s = match.group("v").strip()
+    match = _WORDS_AFTER_NUMBER.match(s)
+    return match.group("v") if match else s
+
+
+def _fix_shorthand(s: str) -> str:
+    """`\\frac12` -> `\\frac{1}{2}`, `\\frac{360}7` -> `\\frac{360}{7}`, `\\sqrt3` -> `\\sqrt{3}`:
+    TeX's one-token arguments (hendrycks `_fix_fracs`/`_fix_sqrt`, Minerva's shorthand)."""
+    out, i = [], 0
+    while i < len(s):
+        match = re.compile(r"\\(frac|sqrt)(?![a-zA-Z])").search(s, i)
+        if match is None:
+            out.append(s[i:])
+            break
+        out.append(s[i : match.end()])
+        j = match.end()
+        count = 2 if match.group(1) == "frac" else 1
+        if match.group(1) == "sqrt" and s[j : j + 1] == "[":  # \sqrt[3]{x}
+            close = s.find("]", j)
+            if close > 0:
+                out.append(s[j : close + 1])
+                j = close + 1
+        for _ in range(count):
+            arg, j = _tex_argument(s, j)
+            if arg is None:
+                break
+            out.append("{" + arg + "}")
+        i = j
+    return "".join(out)
+
+
+def _tex_argument(s: str, j: int) -> tuple[str | None, int]:
+    """One TeX argument at s[j:]: a braced group, a control word, or one character."""
+    k = j
+    while k < len(s) and s[k] == " ":
+        k += 1
+    if k >= len(s):
+        return None, j
+    if s[k] == "{":
+        depth = 0
+        for end in range(k, len(s)):
+            depth += {"{": 1, "}": -1}.get(s[end], 0)
+            if depth == 0:
+                return s[k + 1 : end], end + 1
+        return None, j
+    if s[k] == "\\":
+        word = re.match(r"\\[a-zA-Z]+", s[k:])
+        return (word.group(), k + word.end()) if word else (None, j)
+    if s[k].isalnum():
+        return s[k], k + 1
+    return None, j
+
+
+def _key(s: str) -> str:
+    return s.replace(" ", "").replace("\\,", "")
+
+
+def split_top(s: str) -> list[str]:
+    """Split at commas outside brackets and braces: `1, (2, 3)` -> [`1`, `(2, 3)`]."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(s):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch in ",;" and depth == 0:
+            parts.append(s[start:i].strip())
+            start = i + 1
+    parts.append(s[start:].strip())
+    return [p for p in parts if p]
+
+
+def plain_number(s: str, *, decimal_comma: bool = False) -> Fraction | None:
+    """The exact value of a plain number: `-3`, `2.50`, `.4`, `7/2`, `\\frac{7}{2}`,
+    `1\\frac{1}{4}` (a mixed number), `1000,99` with `decimal_comma`, a number word up to
+    twenty and the tens (`four`, `ninety`); else None."""
+    s = _key(s)
+    if s.lower() in _WORDS:  # "Four" (Qwen2.5-Math converts word numbers with word2number)
+        return Fraction(_WORDS[s.lower()])
+    if decimal_comma and re.fullmatch(r"-?\d+,(?:\d{1,2}|\d{4,})", s):
+        s = s.replace(",", ".")
+    if re.fullmatch(r"[-+]?(?:\d+\.?\d*|\.\d+)", s):
+        return Fraction(s)
+    match = re.fullmatch(r"(-?)(?:(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\})", s)
+    if match:
+        num, den = (match.group(2), match.group(3)) if match.group(2) else (match.group(4), match.group(5))
+        if int(den) == 0:
+            return None
+        return Fraction(int(num), int(den)) * (-1 if match.group(1) else 1)
+    match = re.fullmatch(r"(-?)(\d+)\\frac\{(\d+)\}\{(\d+)\}", s)
+    if match and int(match.group(4)) > 0 and int(match.group(3)) < int(match.group(4)):
+        value = int(match.group(2)) + Fraction(int(match.group(3)), int(match.group(4)))
+        return -value if match.group(1) else value
+    return None
+
+
+def _numbers_equal(a: Fraction, b: Fraction) -> bool:
+    """Exactly, or to 6 decimal places (math-verify's `float_rounding=6`) when either side
+    is not an integer: `0.333333` = 1/3, `0.3333` != 1/3, integers only exactly."""
+    if a == b:
+        return True
+    if a.denominator == 1 and b.denominator == 1:
+        return False
+    return round(float(a), 6) == round(float(b), 6)
+
+
+def _time(s: str) -> tuple | None:
+    match = _TIME.match(s.strip())
+    if not match:
+        return None
+    hour, minute, half = int(match.group(1)), int(match.group(2)), (match.group(3) or "").lower()
+    return hour, minute, half
+
+
+def _text(s: str) -> str | None:
+    """A text answer (letters, spaces and light punctuation, no math), lowercased; a list
+    of single letters (`A, D`) in sorted order."""
+    bare = s.replace("\\", "")
+    if re.search(r"[\d^_{}=<>+*/]", bare) or not re.search(r"[A-Za-z]", bare):
+        return None
+    if re.fullmatch(r"\(?[A-Za-z]\)?(?:\s*,\s*\(?[A-Za-z]\)?)+", bare.strip()):
+        return "".join(sorted(re.sub(r"[^A-Za-z]", "", bare).lower()))
+    return re.sub(r"[\s,.()]+", "", bare).lower()
+
+
+def is_prose(s: str) -> bool:
+    """A gold that is a sentence, not an answer: five or more words and no math."""
+    words = _PROSE_WORD.findall(s)
+    return len(words) >= 5 and not re.search(r"[\d\\^=]", s)
+
+
+def _letter(s: str) -> str | None:
+    """A multiple-choice letter: `C`, `(C)`, `\\text{(C)}`, `(C) 12` -> `C`."""
+    match = _LETTER.match(s.strip()) or re.match(r"^\(([A-Z])\)\s", s.strip())
+    return match.group(1) if match else None
+
+
+def _bracketed(s: str) -> tuple[str, list[str], str] | None:
+    """A tuple or interval `(a, b)`, `[a, b)` whose brackets enclose the whole answer."""
+    if len(s) < 2 or s[0] not in "([" or s[-1] not in ")]":
+        return None
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += 1 if ch in "([{" else -1 if ch in ")]}" else 0
+        if depth == 0 and i < len(s) - 1:
+            return None  # "(1, 2) \\cup (3, 4)": more than one group
+    parts = split_top(s[1:-1])
+    return (s[0], parts, s[-1]) if len(parts) >= 2 else None
+
+
+def _sides(s: str) -> list[str]:
+    return [p.strip() for p in _RELATION.split(s)]
+
+
+def equivalent(gold: str, answer: str) -> bool:
+    """Whether `answer` is the same answer as `gold` (module docstring); both raw text."""
+    return _equal(normalize(gold), normalize(answer), depth=0)
+
+
+def _equal(gold: str, answer: str, depth: int) -> bool:
+    gold, answer = _unbrace(gold), _unbrace(answer)
+    if _key(gold) == _key(answer):
+        return True
+    if not gold or not answer or depth > 3:
+        return False
+    if (decided := _simple(gold, answer)) is not None:
+        return decided
+    if (decided := _structure(gold, answer, depth)) is not None:
+        return decided
+    return _math_verify(gold, answer)
+
+
+def _unbrace(s: str) -> str:
+    """`{1, 2}` (a set written with braces) -> `1, 2`; other braces stay."""
+    s = s.strip()
+    if len(s) > 1 and s[0] == "{" and s[-1] == "}" and _closing(s, 0) == len(s) - 1:
+        return s[1:-1].strip()
+    return s
+
+
+def _closing(s: str, start: int) -> int:
+    depth = 0
+    for i in range(start, len(s)):
+        depth += {"{": 1, "}": -1}.get(s[i], 0)
+        if depth == 0:
+            return i
+    return -1
+
+
+def _expand_pm(parts: list[str]) -> list[str]:
+    """`1 \\pm \\sqrt{19}` -> `1 + \\sqrt{19}`, `1 - \\sqrt{19}`: a ± answer is two answers."""
+    out = []
+    for p in parts:
+        if p.count("\\pm") == 1 and "\\mp" not in p:
+            out += [p.replace("\\pm", "+"), p.replace("\\pm", "-")]
+        else:
+            out.append(p)
+    return out
+
+
+def _simple(gold: str, answer: str) -> bool | None:
+    """Times, letters, text and plain numbers; None when neither side is one of them."""
+    if (t := _time(gold)) is not None:
+        other = _time(answer)
+        return other is not None and (other == t or (not t[2] or not other[2]) and other[:2] == t[:2])
+    if (letter := _letter(gold)) is not None and _text(gold) is not None:
+        return _letter(answer) == letter or _text(answer) == _text(gold)
+    if (text := _text(gold)) is not None:
+        return _text(answer) == text if _text(answer) is not None else None
+    number = plain_number(gold)
+    if number is not None:
+        other = plain_number(answer, decimal_comma=True)
+        if other is not None:
+            return _numbers_equal(number, other)
+    return None
+
+
+def _structure(gold: str, answer: str, depth: int) -> bool | None:
+    """Lists, tuples and intervals, equations; None when the structure does not decide."""
+    if (g := _bracketed(gold)) is not None and (a := _bracketed(answer)) is not None:
+        return (g[0], g[2], len(g[1])) == (a[0], a[2], len(a[1])) and all(
+            _equal(x, y, depth + 1) for x, y in zip(g[1], a[1], strict=True))
+    golds, answers = _distinct(_expand_pm(split_top(gold)), depth), _distinct(_expand_pm(split_top(answer)), depth)
+    if len(golds) > 1 or len(answers) > 1:
+        if len(golds) != len(answers):
+            return False if _RELATION.search(gold) is None or len(answers) > 1 else None
+        return _matched(golds, answers, depth)
+    gold_sides, answer_sides = _sides(gold), _sides(answer)
+    if len(gold_sides) == 1 and len(answer_sides) > 1:  # "k = 5" answers "5"
+        return _equal(gold, answer_sides[-1], depth + 1)
+    if len(gold_sides) == 2 and len(answer_sides) == 1 and _SIMPLE_LHS.match(_key(gold_sides[0])):
+        return _equal(gold_sides[1], answer, depth + 1)  # gold "y = 2x + 3", answer "2x + 3"
+    if "\\approx" in answer:
+        exact, approx = answer.split("\\approx", 1)
+        return _equal(gold, exact, depth + 1) or _equal(gold, approx, depth + 1)
+    return None
+
+
+def _distinct(parts: list[str], depth: int) -> list[str]:
+    """A set's elements once each: `(3,17,3,7)` listed twice counts once."""
+    if len(parts) < 2:
+        return parts
+    out = []
+    for p in parts:
+        if not any(_key(p) == _key(q) or _equal(q, p, depth + 1) for q in out):
+            out.append(p)
+    return out
+
+
+def _matched(golds: list[str], answers: list[str], depth: int) -> bool:
+    """Every gold element equals a distinct answer element (a set of answers, any order)."""
+    left = list(answers)
+    for g in golds:
+        hit = next((i for i, a in enumerate(left) if _equal(g, a, depth + 1)), None)
+        if hit is None:
+            return False
+        left.pop(hit)
+    return True
+
+
+def _math_verify(gold: str, answer: str) -> bool:
+    """math-verify's verdict on two normalised answers; a value it cannot parse is unequal."""
+    from math_verify import verify
+
+    parsed_gold, parsed_answer = _parse(gold), _parse(answer)
+    if not parsed_gold or not parsed_answer:
+        return False
+    try:
+        return bool(verify(list(parsed_gold), list(parsed_answer), raise_on_error=True))
+    except Exception as exc:  # sympy raises many types on odd input
+        if type(exc).__name__ == "TimeoutException":
+            raise
+        return False
+
+
+@lru_cache(maxsize=4096)
+def _parse(value: str) -> tuple:
+    """math-verify's parse of one isolated value (cached: a gold is parsed once per worker)."""
+    from latex2sympy2_extended import NormalizationConfig
+    from math_verify import LatexExtractionConfig, parse
+
+    config = LatexExtractionConfig(
+        boxed_match_priority=0,
+        normalization_config=NormalizationConfig(
+            basic_latex=True, units=True, malformed_operators=False, nits=False, boxed="all", equations=False
+        ),
+    )
+    try:
+        return tuple(parse(f"${value}$", extraction_config=[config], extraction_mode="first_match",
+                           raise_on_error=True))
+    except Exception as exc:
+        if type(exc).__name__ == "TimeoutException":
+            raise
+        return ()
