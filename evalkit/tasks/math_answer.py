@@ -35,11 +35,12 @@ removed first.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 from evalkit.tasks.base import answer_text
-from evalkit.tasks.math_equal import equivalent
+from evalkit.tasks.math_equal import equivalent, normalize, plain_number
 from evalkit.tasks.math_text import (
     BOX,
     EQUALS,
@@ -63,7 +64,8 @@ from evalkit.tasks.math_text import (
 
 __all__ = ["Found", "final_answer", "last_boxed", "box_group"]
 
-_PHRASE = re.compile(r"(?i:answer)(?:\s*\([^()\n]{0,30}\))?\s*(?:\*\*)?\s*(?::|=|\bis\b:?)\s*(?:\*\*)?|####")
+_PHRASE = re.compile(r"(?i:answer)\"?(?:\s*\([^()\n]{0,30}\))?\s*(?:\*\*)?\s*(?::|=|\bis\b:?)\s*(?:\*\*)?|####")
+_JSON_VALUE = re.compile(r'\s*"((?:[^"\\\n]|\\.)*)"')  # ZeroEval's {"answer": "..."}
 _LATEX_COMMAND = re.compile(r"\s*-?\\(?:d?frac|sqrt|pi|tfrac|text|mathrm|begin|left)")
 _CONNECTIVE = re.compile(
     r"\$\$?|\\[()\[\]]|\\q?quad|\band\b|\bor\b|[,;&.]|\\\\|\\(?:implies|Rightarrow)|"
@@ -126,10 +128,32 @@ def _anchored(text: str) -> Found | None:
         if _BLANK.match(text, match.end()):
             best = (match.end(), Found("", "blank answer"))
             continue
+        if match.group().startswith(("answer\"", "Answer\"")) and (json_value := _json_value(text, match.end())):
+            best = json_value
+            continue
         value = _phrase_value(text, match.end(), math_only=box is not None)
         if value is not None and (best is None or value[0] >= best[0]):
             best = (value[0], Found(last_side(value[1]), "answer phrase"))
     return best[1] if best else None
+
+
+def _json_value(text: str, pos: int) -> tuple[int, Found] | None:
+    """(end, Found) of a JSON `"answer": "..."` string (ZeroEval asks for one): the whole
+    string is the answer; prose with no number in it states that there is none."""
+    match = _JSON_VALUE.match(text, pos)
+    if match is None:
+        return None
+    try:
+        value = json.loads(f'"{match.group(1)}"').strip()
+    except ValueError:
+        return None
+    if len(re.findall(r"[A-Za-z]{2,}", value)) >= 3 and not re.search(r"\d", value):
+        return match.end(), Found("", "no answer stated")
+    value = last_side(value)
+    if plain_number(normalize(value)) is None and TIME.fullmatch(value) is None:
+        inner = _phrase_value(value, 0, math_only=False)  # "4 (3 onions and 1 potato)" -> 4
+        value = inner[1] if inner else value
+    return (match.end(), Found(value, "answer phrase")) if value else None
 
 
 def _unclosed_box(text: str) -> bool:

@@ -24,7 +24,9 @@ first of these that decides:
    `x = ...` with a one-variable left side also accepts its right side alone (NeMo-Skills'
    `math_equal` and Qwen2.5-Math's `math_equal`), and an answer `k = 5` to a gold that
    is no equation is read by its last side;
-5. math-verify: `verify(parse(gold), parse(answer))`, gold first, defaults
+5. constant expressions by value, without sympy (evalkit.tasks.math_value: `2\\sqrt{3}` =
+   `\\sqrt{12}`), to 6 decimal places as above;
+6. math-verify: `verify(parse(gold), parse(answer))`, gold first, defaults
    (`float_rounding=6, numeric_precision=15, strict=True`), LaTeX parsed with the
    reward-safe normalisation of Math-Verify's README (`malformed_operators=False,
    nits=False`).
@@ -41,9 +43,12 @@ text after case and `\\text{}` are dropped (`even function` is not `even`).
 
 from __future__ import annotations
 
+import math
 import re
 from fractions import Fraction
 from functools import lru_cache
+
+from evalkit.tasks.math_value import value
 
 __all__ = ["normalize", "equivalent", "plain_number", "split_top", "is_prose"]
 
@@ -272,7 +277,22 @@ def _equal(gold: str, answer: str, depth: int) -> bool:
         return decided
     if (decided := _structure(gold, answer, depth)) is not None:
         return decided
+    a, b = value(gold), value(answer)
+    if a is not None and b is not None:  # no sympy needed
+        return math.isclose(a, b, rel_tol=1e-12) or round(a, 6) == round(b, 6)
+    if (a is None) != (b is None) and _not_a_number(answer if a is not None else gold):
+        return False  # a number is never a variable expression, an interval or a matrix
     return _math_verify(gold, answer)
+
+
+def _not_a_number(s: str) -> bool:
+    """An expression with a free variable (not `e` or `i`), a bracketed interval or tuple,
+    a union or a matrix: what no constant equals."""
+    if re.search(r"[=<>:]|\\(?:in|le|ge|ne|lt|gt)\b", s):
+        return False  # a relation: math-verify reads `k = 1/3` by its last side
+    bare = re.sub(r"\\(?:text|mathrm|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+", " ", s)
+    return bool(re.search(r"(?<![A-Za-z])[a-df-hj-zA-Z](?![A-Za-z])", bare) or _bracketed(s)
+                or "\\cup" in s or "matrix" in s)
 
 
 def _unbrace(s: str) -> str:
@@ -308,6 +328,8 @@ def _simple(gold: str, answer: str) -> bool | None:
     if (t := _time(gold)) is not None:
         other = _time(answer)
         return other is not None and (other == t or (not t[2] or not other[2]) and other[:2] == t[:2])
+    if (t := _time(answer)) is not None and re.fullmatch(r"\d{1,2}", gold):  # "2:00 pm" for GSM8K's gold 2
+        return t[1] == 0 and t[0] == int(gold)
     if (letter := _letter(gold)) is not None and _text(gold) is not None:
         return _letter(answer) == letter or _text(answer) == _text(gold)
     if (text := _text(gold)) is not None:

@@ -37,13 +37,21 @@ def latex_env(text: str, start: re.Match) -> str | None:
     """The inside of a `$...$`, `$$...$$`, `\\(...\\)` or `\\[...\\]` opened at `start`, or
     None for a currency sign."""
     opener = start.group().strip()
-    end = text.find({"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}[opener], start.end())
+    end = _find_close(text, {"$$": "$$", "$": "$", "\\(": "\\)", "\\[": "\\]"}[opener], start.end())
     inner = text[start.end() : end if end >= 0 else len(text)]
     if opener == "$":
         words = re.search(r"(?<![\\a-zA-Z{])[a-zA-Z]{3,}", re.sub(r"\\text\s*\{[^{}]*\}", "", inner))
         if end < 0 or "\n" in inner or (re.match(r"\s*\d", inner) and words):
             return None
     return inner
+
+
+def _find_close(text: str, closer: str, start: int) -> int:
+    """The next `closer` at or after `start` that is not an escaped `\\$`, or -1."""
+    end = text.find(closer, start)
+    while end > 0 and closer.startswith("$") and text[end - 1] == "\\":
+        end = text.find(closer, end + 1)
+    return end
 
 
 def math_spans(text: str) -> list[tuple[int, str]]:
