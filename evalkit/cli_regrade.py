@@ -2,6 +2,7 @@
 
     evalkit regrade runs/base
     evalkit regrade runs/base --out runs/base-regraded
+    evalkit regrade runs/base --compare math-verify
 """
 
 from __future__ import annotations
@@ -19,14 +20,19 @@ def regrade(
     out: Annotated[Path | None, typer.Option(help="Write the regraded run here (new or empty folder) instead of in place; in place keeps the old grades as samples.graded-by-<version>.jsonl.")] = None,
     grader_workers: Annotated[int, typer.Option(help="Grader processes.")] = 2,
     grade_timeout: Annotated[float, typer.Option(help="Seconds before a grader worker is killed; the sample is then 'timeout'.")] = 10.0,
+    compare: Annotated[str | None, typer.Option(help="Also grade with this grader and write the disagreement table (grader-compare.json, shown by evalkit report): math-verify (its defaults), math-verify-strict (TRL's accuracy_reward recipe), or your own module:function called as function(completion, gold) -> bool.")] = None,
 ) -> None:
     """Regrade stored completions with this evalkit's grader; print old vs new pass@k.
 
     Example: evalkit regrade runs/base   (interrupted? rerun the same command to resume)
+             evalkit regrade runs/base --compare math-verify   (where the two graders disagree)
     """
-    from evalkit.console import passk_progress, print_regrade
+    from evalkit.console import passk_progress, print_grader_compare, print_regrade
     from evalkit.regrade import run_regrade
 
     with passk_progress("regrading") as progress:
-        result = run_regrade(run, out, grader_workers=grader_workers, grade_timeout=grade_timeout, progress=progress)
+        result = run_regrade(run, out, grader_workers=grader_workers, grade_timeout=grade_timeout,
+                             progress=progress, compare=compare)
     print_regrade(result, out or run)
+    if result.compared is not None:
+        print_grader_compare(result.compared, out or run)

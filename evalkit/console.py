@@ -191,6 +191,24 @@ def print_regrade(result, out: Path) -> None:
     console.print(f"wrote {out / 'samples.jsonl'} and {out / 'summary.json'}")
 
 
+def print_grader_compare(entry: dict, out: Path, rows: int = 8) -> None:
+    """Agreement of two graders, pass@1 under each, and the first disagreements."""
+    console.print(f"{entry['evalkit']} vs {entry['other']}: {entry['samples'] - entry['disagree']} of "
+                  f"{entry['samples']} samples agree ({pct(entry['agreement'])}); pass@1 "
+                  f"{num(entry['pass_at_1']['evalkit'])} vs {num(entry['pass_at_1']['other'])}")
+    if entry["disagreements"]:
+        table = Table(title=f"where they disagree (first {min(rows, entry['disagree'])} of {entry['disagree']})",
+                      title_justify="left")
+        for col in ("problem", "gold", "completion ends", "evalkit", "other"):
+            table.add_column(col, overflow="fold")
+        for row in entry["disagreements"][:rows]:
+            table.add_row(str(row["problem_id"]), str(row["gold"])[:30], row["completion_tail"][-60:],
+                          f"{row['evalkit']['outcome']} {row['evalkit']['extracted']!s:.30}",
+                          f"{row['other']['outcome']} {row['other']['extracted']!s:.30}")
+        console.print(table)
+    console.print(f"wrote {out / 'grader-compare.json'}")
+
+
 # ---------------------------------------------------------------- diff
 
 

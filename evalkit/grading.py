@@ -23,11 +23,21 @@ from evalkit.tasks import Grade, Problem, TaskSpec, scorer_for
 __all__ = ["Grader"]
 
 
-def _worker(conn, spec: TaskSpec) -> None:
+def _scorer(spec: TaskSpec, other: str | None):
+    """The task's own scorer, or another grader (evalkit.tasks.other_graders) given the gold."""
+    if other is None:
+        return scorer_for(spec)
+    from evalkit.tasks.other_graders import other_grader
+
+    grade = other_grader(other)
+    return lambda completion, problem: grade(completion, problem.answer)
+
+
+def _worker(conn, spec: TaskSpec, other: str | None = None) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    score = scorer_for(spec)
+    score = _scorer(spec, other)
     conn.send("ready")
     while True:
         try:
@@ -47,9 +57,9 @@ def _worker(conn, spec: TaskSpec) -> None:
 class _Slot:
     """One worker process and the job it is running."""
 
-    def __init__(self, ctx, spec: TaskSpec):
+    def __init__(self, ctx, spec: TaskSpec, other: str | None = None):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(child, spec), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(child, spec, other), daemon=True)
         self.proc.start()
         child.close()
         self.job: int | None = None
@@ -77,8 +87,9 @@ class _Slot:
 
 
 class Grader:
-    def __init__(self, spec: TaskSpec, *, workers: int = 2, deadline: float = 10.0):
-        self.spec, self.workers, self.deadline = spec, workers, deadline
+    def __init__(self, spec: TaskSpec, *, workers: int = 2, deadline: float = 10.0, other: str | None = None):
+        """`other`: grade with another grader (evalkit.tasks.other_graders) instead of the task's."""
+        self.spec, self.workers, self.deadline, self.other = spec, workers, deadline, other
         self._ctx = mp.get_context("forkserver")
         self._slots: list[_Slot] = []
 
@@ -102,7 +113,7 @@ class Grader:
     def grade(self, jobs: list[tuple[str, Problem]]) -> list[Grade]:
         """Grades in the order of `jobs`; never raises for one bad item."""
         if not self._slots:
-            self._slots = [_Slot(self._ctx, self.spec) for _ in range(self.workers)]
+            self._slots = [_Slot(self._ctx, self.spec, self.other) for _ in range(self.workers)]
             for slot in self._slots:
                 slot.wait_ready()
         results: list[Grade | None] = [None] * len(jobs)
@@ -137,6 +148,6 @@ class Grader:
 
     def _replace(self, slot: _Slot) -> None:
         slot.kill()
-        fresh = _Slot(self._ctx, self.spec)
+        fresh = _Slot(self._ctx, self.spec, self.other)
         fresh.wait_ready()
         self._slots[self._slots.index(slot)] = fresh

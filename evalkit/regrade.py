@@ -53,11 +53,13 @@ class Regraded:
     previous: dict  # the old grades' summary, recomputed the same way
     changed: dict  # "old -> new" outcome -> count, changed outcomes only
     torn_line: int | None  # a torn last line left out, by number
+    compared: dict | None = None  # the grader audit's entry (evalkit.grader_compare), with --compare
 
 
 def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, grade_timeout: float = 10.0,
-                progress: Callable | None = None) -> Regraded:
-    """Regrade `run` into `out` (default: in place); resumable. See the module docstring."""
+                progress: Callable | None = None, compare: str | None = None) -> Regraded:
+    """Regrade `run` into `out` (default: in place); resumable. With `compare`, grade it also
+    with that grader and write the disagreement table (evalkit.grader_compare)."""
     from evalkit.grading import Grader
     from evalkit.passk import summarize
     from evalkit.runstore import RunDir
@@ -65,6 +67,10 @@ def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, 
 
     run, dest = Path(run), Path(out or run)
     check_writable(dest)
+    if compare is not None:
+        from evalkit.tasks.other_graders import check_grader
+
+        check_grader(compare)
     settings = _read_settings(run)
     records, torn = _read_records(run / SAMPLES)
     task = load_task_identity(settings["task"])
@@ -109,7 +115,13 @@ def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, 
     write_json_atomic(dest / SUMMARY, summary)
     write_json_atomic(dest / SETTINGS, new_settings)  # last: until then a rerun regrades again
     (dest / WORK_STATE).unlink(missing_ok=True)
-    return Regraded(summary, previous, dict(changed), torn)
+    compared = None
+    if compare is not None:
+        from evalkit.grader_compare import compare_graders
+
+        compared = compare_graders(dest, regraded, by_id, task.spec, new_settings["grader"], compare,
+                                   workers=grader_workers, deadline=grade_timeout, progress=progress)
+    return Regraded(summary, previous, dict(changed), torn, compared)
 
 
 def _read_settings(run: Path) -> dict:

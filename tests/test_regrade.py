@@ -30,7 +30,7 @@ def test_in_place_regrade_reports_changes_and_keeps_the_old_grades(old_run):
     before = (old_run / "samples.jsonl").read_bytes()
     result = runner.invoke(app, ["regrade", str(old_run)])
     assert result.exit_code == 0, result.output
-    assert "math-1 -> math-2" in result.output and "changed outcomes: 4 of 24" in result.output
+    assert "math-1 -> math-3" in result.output and "changed outcomes: 4 of 24" in result.output
     assert (old_run / "samples.graded-by-math-1.jsonl").read_bytes() == before
     new = lines(old_run / "samples.jsonl")
     old = lines(old_run / "samples.graded-by-math-1.jsonl")
@@ -43,7 +43,7 @@ def test_in_place_regrade_reports_changes_and_keeps_the_old_grades(old_run):
     assert summary["outcomes"]["correct"] == sum(r["outcome"] == "correct" for r in new) == 3
     assert summary["regraded"]["previous_outcomes"]["correct"] == 5
     assert [row["k"] for row in summary["pass_at_k"]] == [1, 2, 4] and summary["pass_at_k"][0]["ci_low"] is not None
-    assert json.loads((old_run / "run.json").read_text())["grader"].startswith("math-2")
+    assert json.loads((old_run / "run.json").read_text())["grader"].startswith("math-3")
     again = runner.invoke(app, ["regrade", str(old_run)])  # already up to date: nothing changes
     assert again.exit_code == 0 and "changed outcomes: 0 of 24" in again.output
 
@@ -112,7 +112,39 @@ def test_a_torn_last_line_is_left_out_and_said(old_run):
 def test_stale_grades_are_named_when_read_and_refused_on_resume(old_run, tiny_model):
     result = runner.invoke(app, ["groups", str(old_run)])
     assert result.exit_code == 0, result.output
-    assert "warning:" in result.output and "graded by math-1" in result.output and "math-2" in result.output
+    assert "warning:" in result.output and "graded by math-1" in result.output and "math-3" in result.output
     resume = runner.invoke(app, ["passk", str(tiny_model), "--task", "arith", "--n", "4", "--k", "1,2,4",
                                  "--limit", "6", "--max-new-tokens", "24", "--out", str(old_run)])
     assert resume.exit_code == 2 and "evalkit regrade" in resume.output and "math-1" in resume.output
+
+
+def test_compare_writes_the_disagreement_table_and_the_report_shows_it(old_run, tmp_path):
+    result = runner.invoke(app, ["regrade", str(old_run), "--compare", "math-verify"])
+    assert result.exit_code == 0, result.output
+    assert "vs math-verify" in result.output and "agree" in result.output
+    data = json.loads((old_run / "grader-compare.json").read_text())
+    (entry,) = data["comparisons"]
+    assert data["kind"] == "grader-compare" and entry["samples"] == 24 and entry["evalkit"].startswith("math-3")
+    assert entry["disagree"] == len(entry["disagreements"]) > 0  # math-verify's defaults credit restated questions
+    row = entry["disagreements"][0]
+    assert {"problem_id", "gold", "completion_tail", "evalkit", "other"} <= set(row)
+    assert {row["evalkit"]["outcome"] == "correct", row["other"]["outcome"] == "correct"} == {True, False}
+    assert not list(old_run.glob(".compare-*"))
+    report = runner.invoke(app, ["report", str(old_run), "--out", str(tmp_path / "report")])
+    assert report.exit_code == 0, report.output
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "Grader audit" in page and row["completion_tail"][-20:].replace("<", "&lt;")[:10] in page
+
+
+def test_compare_with_a_users_own_grader_and_a_bad_name(old_run, tmp_path, monkeypatch):
+    (tmp_path / "mygrader.py").write_text("def always(completion, gold):\n    return True\n")
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["regrade", str(old_run), "--compare", "mygrader:always"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads((old_run / "grader-compare.json").read_text())["comparisons"]
+    assert entry["pass_at_1"]["other"] == 1.0 and entry["disagree"] == sum(
+        r["outcome"] != "correct" for r in lines(old_run / "samples.jsonl"))
+    before = {p.name: p.read_bytes() for p in old_run.iterdir()}
+    for bad in ("nosuchgrader", "nosuchmodule:f", "mygrader:missing"):
+        _error(runner.invoke(app, ["regrade", str(old_run), "--compare", bad]), "--compare")
+    assert {p.name: p.read_bytes() for p in old_run.iterdir()} == before

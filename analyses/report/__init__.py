@@ -8,7 +8,7 @@
 Sections, each present only when its data was given: summary (always: only
 differences whose interval excludes 0), problems (inputs that could not be
 used), passk, coverage (two or more runs of one task sharing problems),
-entropy, weights, forgetting, length, groups, inputs (always). See
+graders (`evalkit regrade --compare`'s disagreement tables), entropy, weights, forgetting, length, groups, inputs (always). See
 inputs.py for how inputs are recognised, document.py for the files written.
 
 Limits: everything is held in memory (fine for runs of ~100k samples); the
@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from analyses.report.document import Section, Table, write_document
+from analyses.report.grader_sections import graders_section
 from analyses.report.inputs import Found, discover
 from analyses.report.model_sections import forgetting_findings, forgetting_section, weights_section
 from analyses.report.passk_sections import (
@@ -40,7 +41,7 @@ from analyses.report.token_sections import tokens_section, traces_section
 
 __all__ = ["ReportResult", "build_report", "build_sections", "SECTION_ORDER"]
 
-SECTION_ORDER = ("summary", "problems", "passk", "coverage", "entropy", "weights", "forgetting",
+SECTION_ORDER = ("summary", "problems", "passk", "coverage", "graders", "entropy", "weights", "forgetting",
                  "length", "groups", "traces", "tokens", "inputs")
 GUARDED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError)
 
@@ -96,6 +97,7 @@ def build_sections(found: Found) -> list[Section]:
     builders = {
         "passk": lambda: passk_section(runs, labels, comparisons) if runs else None,
         "coverage": lambda: coverage_section(comparisons) if comparisons else None,
+        "graders": lambda: graders_section(found.of("grader-compare")),
         "entropy": lambda: entropy_section(runs, labels, found.of("entropy"), found.trainers),
         "weights": lambda: weights_section(found.of("diff")),
         "forgetting": lambda: forgetting_section(found.of("forgetting")),

@@ -26,13 +26,13 @@ from evalkit.runstore import upgrade
 __all__ = ["Found", "Output", "Trainer", "discover", "CONTRACT_FILES", "MAX_DEPTH"]
 
 CONTRACT_FILES = ("summary.json", "run.json", "diff.json", "forgetting.json",
-                  "entropy.json", "length.json", "groups.json", "traces.json", "tokens.json")
+                  "entropy.json", "length.json", "groups.json", "traces.json", "tokens.json", "grader-compare.json")
 MAX_DEPTH = 3
 SAMPLE_COMMANDS = ("entropy", "length", "groups")
 REQUIRED = {  # top-level keys each output needs; "tables.x" is a table inside "tables"
     "diff": ("inputs", "updates", "options"), "forgetting": ("models", "benchmarks"),
     "entropy": ("tables.runs",), "length": ("tables.runs",), "groups": ("tables.sizes",),
-    "traces": ("policy", "probability"), "tokens": ("models", "lorenz"),
+    "traces": ("policy", "probability"), "tokens": ("models", "lorenz"), "grader-compare": ("comparisons",),
 }
 
 
@@ -91,7 +91,7 @@ def _jsonl(path: Path) -> tuple[dict, ...]:
 
 def _kind(data: dict) -> str | None:
     kind = data.get("kind")
-    if isinstance(kind, str) and (kind in ("passk", "diff", "forgetting", "traces", "tokens")
+    if isinstance(kind, str) and (kind in ("passk", "diff", "forgetting", "traces", "tokens", "grader-compare")
                                   or kind.startswith("train-")):
         return kind
     command = data.get("command")

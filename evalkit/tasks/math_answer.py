@@ -58,7 +58,7 @@ from evalkit.tasks.math_text import (
     latex_env,
     math_spans,
     number_led,
-    numbers,
+    operands,
     restates,
 )
 
@@ -75,7 +75,12 @@ _CONNECTIVE = re.compile(
 _MATHY = re.compile(r"\d|[<>=]|\\(?:frac|sqrt|pi|infty|begin|[lg]eq?|ne|cup|pm)(?![a-zA-Z])")
 # prose after "the answer is", not an answer: "in \\boxed{}", "not given", "that we ..."
 _STOP_WORD = re.compile(r"(?i)(?:in|the|a|an|to|that|not|given|as|we|which|this|it|of|for|on|at|by|from|so|"
-                        r"then|clear|simple|obvious|below|above|shown|correct|incorrect|wrong|right)\b")
+                        r"then|clear|simple|obvious|below|above|shown|correct|incorrect|wrong|right|just|"
+                        r"simply|actually|also|still|here|there|now|twice)\b")
+# a bare one-token completion that can be an answer: a number, math, a letter, a number word
+_MATHY_TOKEN = re.compile(r"\d|[\\^_=+*/()<>]|^\(?[A-Za-z]\)?$|^(?i:" + "|".join(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred".split()) + ")$")
 _SENTENCE_END = re.compile(r"\n|\.(?=\s|$)|;\s|!(?=\s|$)")
 _INVENTED = re.compile(r"\n\s*(?:\**(?:now (?:it )?is your turn|your turn|now you try|try this|exercise|question|"
                        r"problem)\b[^\n]{0,40}:|given this context, can you)", re.IGNORECASE)
@@ -102,14 +107,15 @@ def last_boxed(text: str) -> str | None:
 
 
 def final_answer(completion: str, question: str, fallbacks: tuple[str, ...] = ("equation", "last number"),
-                 restate_anchored: bool = True) -> Found | None:
-    """The answer the completion commits to under the contract above, or None."""
+                 restate: bool = True) -> Found | None:
+    """The answer the completion commits to under the contract above, or None. `restate`:
+    flag unevaluated expressions of the question's numbers (for a gold that is a number)."""
     text = _CALC.sub("", answer_text(completion))
-    operands = set(numbers(question))
+    found_operands = operands(question) if restate else set()
     found = _anchored(text)
     if found is not None:
-        return Found(found.text, found.rule, bool(found.text) and restate_anchored and restates(found.text, operands))
-    return _fallback(_CODE.sub(" ", text), operands, fallbacks)
+        return Found(found.text, found.rule, bool(found.text) and restates(found.text, found_operands))
+    return _fallback(_CODE.sub(" ", text), found_operands, fallbacks)
 
 
 def _anchored(text: str) -> Found | None:
@@ -220,7 +226,7 @@ def _text_value(text: str, pos: int) -> tuple[int, str] | None:
     or the number a longer sentence states ("The total volume is 72 inches^3")."""
     end = _SENTENCE_END.search(text, pos)
     stop = end.start() if end else len(text)
-    value = text[pos:stop].strip().strip("*").strip()
+    value = text[pos:stop].strip().strip("*").strip().strip("\"'`").strip()
     if not value or not re.search(r"[A-Za-z0-9]", value):
         return None
     words = len(re.findall(r"[A-Za-z]{2,}", value))
@@ -265,14 +271,15 @@ def _fallback(text: str, operands: set[str], fallbacks: tuple[str, ...]) -> Foun
 
 def _whole(text: str) -> Found | None:
     """A completion that is nothing but its answer: `1 000`, `$-\\frac{10}{9}$`, `$odd$`."""
-    body = text.strip().rstrip(".").strip()
+    body = text.strip().strip("\"'`").rstrip(".").strip()
     spans = math_spans(body)
     if len(spans) == 1 and spans[0][0] == len(body) and body.startswith(("$", "\\(", "\\[")):
         inner = spans[0][1]
-    elif len(body) <= 80 and not re.search(r"\s", body) or not re.search(r"[A-Za-z]{2,}", body):
+    elif (len(body) <= 80 and not re.search(r"\s", body) and _MATHY_TOKEN.search(body)) \
+            or not re.search(r"[A-Za-z]{2,}", body):
         inner = body
     else:
-        return None
+        return None  # a lone word ("Johnle.") is not an answer; `$odd$` or `\\boxed{odd}` is
     value = last_side(inner)
     return Found(value, "whole") if re.search(r"[A-Za-z0-9]", value) else None
 

@@ -10,11 +10,12 @@ Currency: a `$` before a number, with no closing `$` on its line or with words i
 
 from __future__ import annotations
 
+import math
 import re
 
 __all__ = [
     "VALUE", "TIME", "LATEX_START", "EQUALS", "FILLER", "BOX", "latex_env", "math_spans", "boxes", "close",
-    "clean", "last_side", "numbers", "restates", "number_led", "frac_to_slash", "cut_off",
+    "clean", "last_side", "numbers", "operands", "restates", "number_led", "frac_to_slash", "cut_off",
 ]
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:[.,]\d+)?|\.\d+"
@@ -30,6 +31,7 @@ FILLER = re.compile(r"\s*(?:\*\*|[\"'`:])?\s*(?:(?:definitely|clearly|indeed|sim
 BOX = re.compile(r"\\(?:boxed|fbox)\s*\{|\\boxed\s+(?=[^\s{\\])")
 # more math right after a number, with no space: `2x`, `3\\sqrt{2}`, `5^2`, `2\\pi` (not `5cm`, `18\\text{ dollars}`)
 _GLUED = re.compile(r"[A-Za-z](?![A-Za-z])|\\(?:sqrt|pi|frac|dfrac|cdot|times|infty)(?![a-zA-Z])|[\^_({]")
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
 _OPENER = re.compile(r"\$\$?|\\\(|\\\[")
 
 
@@ -141,6 +143,12 @@ def numbers(text: str) -> list[str]:
     return [n.replace(",", "") for n in re.findall(r"\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?", text)]
 
 
+def operands(question: str) -> set[str]:
+    """The question's numbers and its fractions (`3/5`, `\\frac{3}{5}` as `3/5`)."""
+    slashed = frac_to_slash(question)
+    return set(numbers(question)) | set(re.findall(r"\d+\s*/\s*\d+", slashed.replace(" ", "")))
+
+
 def frac_to_slash(text: str) -> str:
     """`-\\frac{10}{9}` -> ` -10/9`, so a number scan reads a fraction as one value."""
     return re.sub(r"(-?)\\[dt]?frac\{\s*(-?\d+)\s*\}\{\s*(\d+)\s*\}", r" \1\2/\3", text)
@@ -148,9 +156,12 @@ def frac_to_slash(text: str) -> str:
 
 def restates(value: str, operands: set[str]) -> bool:
     """An unevaluated arithmetic expression (an operator between plain numbers, no letters)
-    whose numbers all come from the question: `13 + 14` for "What is 13 + 14?"."""
+    whose numbers all come from the question: `13 + 14` for "What is 13 + 14?". A fraction in
+    lowest terms is a value."""
     body = value.replace("\\times", "*").replace("\\cdot", "*").replace("\\div", "/")
     body = frac_to_slash(body).replace(" ", "")
+    if (fraction := re.fullmatch(r"-?(\d+)/(\d+)", body)) and math.gcd(*map(int, fraction.groups())) == 1:
+        return False  # `\\frac{6}{5}` in lowest terms is a value, `6/3` is still a division to do
     if re.search(r"[A-Za-z\\]", body) or not re.search(rf"[\d)]{_OP}\(?-?\d", body.lstrip("(-")):
         return False
     found = numbers(body)
@@ -166,6 +177,6 @@ def cut_off(text: str) -> bool:
     for opener, closer in (("\\[", "\\]"), ("\\(", "\\)"), ("$$", "$$")):
         last = tail.rfind(opener)
         if last >= 0 and tail.find(closer, last + len(opener)) < 0 and (opener != "$$" or tail.count("$$") % 2):
-            return True
+            return len(_WORD.findall(tail[last:])) < 3  # prose after a stray `$$` is no cut formula
     window = tail[-400:]
     return window.count("{") > window.count("}") or bool(re.search(r"\\[A-Za-z]*$", tail))

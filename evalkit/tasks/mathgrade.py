@@ -20,10 +20,12 @@ AIME (`aime`), and `math` for any other problem file.
    | `gsm8k` | the last number | lm-eval `gsm8k.yaml` flexible-extract `(-?[$0-9.,]{2,})|(-?[0-9]+)` |
    | `arith` | last math span, the value after the last `=`, the last number | math-2 |
 
-3. Restatement (arith only for boxes and phrases; every profile for the fallbacks): an
-   unevaluated arithmetic expression of the question's own numbers (`13 + 14` for "What
-   is 13 + 14?") is not an answer: `no_answer`. A fraction, a mixed number, a tuple or an
-   expression with letters is a value, never a restatement.
+3. Restatement (every profile, for a gold that is a plain number): an unevaluated
+   arithmetic expression of the question's own numbers (`13 + 14` for "What is 13 + 14?",
+   boxed, phrased or found by a fallback) is not an answer: `no_answer` (math-verify
+   would evaluate it and credit it; a reward that credits it can be gamed). A fraction, a
+   mixed number, a tuple, an expression with letters, or any answer to a gold that is
+   not a plain number (`2^{2005}`) is never a restatement.
 4. The gold: the preset's field (evalkit.tasks.hf: MATH's last `\\boxed{}` of the solution,
    GSM8K's number after `####`, AIME's integer); a gold that is itself a solution is read
    by its last box. A gold that is a sentence rather than an answer is refused: `error`.
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 
 from evalkit.tasks.base import Grade, Problem, unfinished_reasoning
 from evalkit.tasks.math_answer import Found, box_group, final_answer, last_boxed
-from evalkit.tasks.math_equal import equivalent, is_prose, normalize
+from evalkit.tasks.math_equal import equivalent, is_prose, normalize, plain_number
 
 __all__ = ["score", "final_answer", "last_boxed", "Found", "VERSION", "PROFILES", "Profile", "grade_answer"]
 
@@ -54,14 +56,13 @@ class Profile:
     """How one benchmark's completions are read (the table in the module docstring)."""
 
     fallbacks: tuple[str, ...]
-    restate_anchored: bool  # a boxed or phrased restatement of the question is no answer
 
 
 PROFILES = {
-    "math": Profile(("last math", "equation", "last number"), False),
-    "aime": Profile(("last math", "equation", "last number"), False),
-    "gsm8k": Profile(("last number",), False),
-    "arith": Profile(("last math", "equation", "last number"), True),
+    "math": Profile(("last math", "equation", "last number")),
+    "aime": Profile(("last math", "equation", "last number")),
+    "gsm8k": Profile(("last number",)),
+    "arith": Profile(("last math", "equation", "last number")),
 }
 
 
@@ -75,7 +76,8 @@ def score(completion: str, problem: Problem, profile: str = "math") -> Grade:
         return Grade("error", None, f"reference answer {problem.answer[:80]!r} is not a math answer")
     if unfinished_reasoning(completion):
         return Grade("no_answer", None, "unfinished reasoning: <think> without </think>")
-    found = final_answer(completion, problem.prompt, rules.fallbacks, rules.restate_anchored)
+    restate = plain_number(normalize(gold)) is not None  # `2^{2005}` may answer a gold `2^{2005}`
+    found = final_answer(completion, problem.prompt, rules.fallbacks, restate)
     if found is None or not found.text:
         return Grade("no_answer", None, found.rule if found else None)
     if found.restates:
@@ -99,7 +101,7 @@ def gold_text(answer: str) -> str:
         group = box_group(text)
         return group[1] if group else ""
     if len(re.findall(r"(?<![\\A-Za-z])[A-Za-z]{2,}", text)) >= 5:  # a worked solution: its final answer
-        found = final_answer(text, "", ("last math",), restate_anchored=False)
+        found = final_answer(text, "", ("last math",), restate=False)
         if found is not None:
             return found.text
     if len(text) > 1 and text[0] == "$" and text[-1] == "$":
