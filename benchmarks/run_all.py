@@ -38,6 +38,7 @@ BENCHES = {  # name: script and extra arguments (defaults are the issue's measur
     "teacher": ("bench_teacher.py", []),
     "entropy": ("bench_entropy.py", []),
     "scale": ("bench_scale.py", []),
+    "grading": ("bench_grading.py", []),
     # profiles behind the notes on missed targets (rows without a target)
     "profile-sampler": ("profile_sampler.py", []),
     "profile-diff": ("profile_diff.py", []),

@@ -64,19 +64,10 @@ CASES = [
 ]
 
 
-# Known limits of math-3 (README, grading limits): the grade differs for the reason given.
-LIMITS = {
-    "3 / \\*, \\to\\frac{3}{5}": "the form the question asks for ('as a decimal') is not graded: 3/5 equals 0.6",
-}
-
-
 @pytest.mark.parametrize(("question", "answer", "completion", "grade"), CASES)
 def test_math_case(question, answer, completion, grade):
     got = score(completion, Problem("p", question, answer))
-    if completion in LIMITS:
-        assert got.outcome != grade, f"no longer a limit: {LIMITS[completion]}"
-    else:
-        assert got.outcome == grade, (got, completion)
+    assert got.outcome == grade, (got, completion)
 
 
 def test_table_covers_the_hard_kinds():

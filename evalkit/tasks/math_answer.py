@@ -227,10 +227,10 @@ def _text_value(text: str, pos: int) -> tuple[int, str] | None:
     end = _SENTENCE_END.search(text, pos)
     stop = end.start() if end else len(text)
     value = text[pos:stop].strip().strip("*").strip().strip("\"'`").strip()
-    if not value or not re.search(r"[A-Za-z0-9]", value):
+    if not value or not re.search(r"[A-Za-z0-9]", value) or _STOP_WORD.match(value):
         return None
     words = len(re.findall(r"[A-Za-z]{2,}", value))
-    if len(value) <= 60 and (words <= 1 or words <= 3 and not VALUE.search(value)) and not _STOP_WORD.match(value):
+    if len(value) <= 60 and (words <= 1 or words <= 3 and not VALUE.search(value)):
         return stop, value
     stated = _stated_number(value)
     return (stop, stated) if stated is not None else None
@@ -275,13 +275,24 @@ def _whole(text: str) -> Found | None:
     spans = math_spans(body)
     if len(spans) == 1 and spans[0][0] == len(body) and body.startswith(("$", "\\(", "\\[")):
         inner = spans[0][1]
-    elif (len(body) <= 80 and not re.search(r"\s", body) and _MATHY_TOKEN.search(body)) \
-            or not re.search(r"[A-Za-z]{2,}", body):
+    elif len(body) <= 80 and "\n" not in body and _one_value(body):
         inner = body
     else:
         return None  # a lone word ("Johnle.") is not an answer; `$odd$` or `\\boxed{odd}` is
     value = last_side(inner)
     return Found(value, "whole") if re.search(r"[A-Za-z0-9]", value) else None
+
+
+def _one_value(body: str) -> bool:
+    """One value on one line: no sentence, no chain of equations (`13 + 7 = 20` is read by
+    the equation rule), and one token only if it is math (`2x`, `\\frac12`, `E`, `four`)."""
+    bare = re.sub(r"\\[A-Za-z]+", "", body)
+    if re.search(r"(?<![<>!\\])=(?![=>])", body) and not re.search(r"[A-Za-z]", body.split("=")[0]):
+        return False
+    if not re.search(r"\s", body):
+        return bool(_MATHY_TOKEN.search(body)) and (len(body) <= 40 and not re.search(r"[A-Za-z]{4,}", bare)
+                                                   or _MATHY_TOKEN.fullmatch(body) is not None)
+    return not re.search(r"[A-Za-z]{2,}", bare)
 
 
 def _last_math(text: str) -> list[tuple[int, str]]:

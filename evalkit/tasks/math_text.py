@@ -20,8 +20,8 @@ __all__ = [
 
 _NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:[.,]\d+)?|\.\d+"
 _OP = r"(?:[-+*/×÷^]|\\times|\\cdot|\\div)"
-VALUE = re.compile(
-    rf"(?<![\w.\\])(?P<v>\(?-?(?:{_NUM})\)?(?:\s*{_OP}\s*\(?-?(?:{_NUM})\)?)*)(?P<pct>\s*\\?%)?(?![\d])"
+VALUE = re.compile(  # a number or an arithmetic chain of numbers on one line
+    rf"(?<![\w.\\])(?P<v>\(?-?(?:{_NUM})\)?(?:[ \t]*{_OP}[ \t]*\(?-?(?:{_NUM})\)?)*)(?P<pct>[ \t]*\\?%)?(?![\d])"
 )
 TUPLE = re.compile(rf"\(\s*-?(?:{_NUM})(?:\s*,\s*-?(?:{_NUM}))+\s*\)")
 TIME = re.compile(r"(?i)(?<![\d:])\d{1,2}:\d{2}(?:\s*[ap]\.?\s?m\b\.?)?(?![\d:])")
@@ -32,6 +32,7 @@ BOX = re.compile(r"\\(?:boxed|fbox)\s*\{|\\boxed\s+(?=[^\s{\\])")
 # more math right after a number, with no space: `2x`, `3\\sqrt{2}`, `5^2`, `2\\pi` (not `5cm`, `18\\text{ dollars}`)
 _GLUED = re.compile(r"[A-Za-z](?![A-Za-z])|\\(?:sqrt|pi|frac|dfrac|cdot|times|infty)(?![a-zA-Z])|[\^_({]")
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
+_IN_WORDS = re.compile(rf"(?:[ \t]+(?:and|plus|minus|times)[ \t]+(?:{_NUM}))+(?=[ \t]*=)")
 _OPENER = re.compile(r"\$\$?|\\\(|\\\[")
 
 
@@ -109,6 +110,8 @@ def number_led(text: str, match: re.Match) -> tuple[int, str]:
     if _GLUED.match(text, end):
         token = re.match(r"[^\s,;]+", text[match.start() :]).group().rstrip(".$")
         return match.start() + len(token), token
+    if (words := _IN_WORDS.match(text, end)) is not None:  # "7 and 10 = 17": the result
+        end = words.end()
     then = EQUALS.match(text, FILLER.match(text, end).end())
     if then:
         after = FILLER.match(text, then.end()).end()
@@ -129,9 +132,10 @@ def clean(match: re.Match) -> str:
 
 
 def last_side(value: str) -> str:
-    """An arithmetic chain answers with its last side: "4 + 20 = 40" -> "40". An equation
-    with letters (`y = 2x + 3`, `a_3 = 2`) is kept whole: the comparison decides."""
-    sides = [s.strip() for s in re.split(r"(?<![<>!\\])=(?!=)", value)]
+    """An arithmetic chain answers with its last side: "4 + 20 = 40" -> "40", "14 + 17 ≈ 31.0"
+    -> "31.0". An equation with letters (`y = 2x + 3`, `a_3 = 2`) is kept whole: the
+    comparison decides."""
+    sides = [s.strip() for s in re.split(r"(?<![<>!\\])=(?![=>])|\\approx\b|≈", value)]
     sides = [s for s in sides if s]
     first = re.sub(r"\\(?:times|cdot|frac|dfrac|div|left|right)", "", sides[0]) if sides else ""
     if len(sides) < 2 or re.search(r"[A-Za-z]", first):
