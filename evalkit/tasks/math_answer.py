@@ -285,13 +285,19 @@ def _whole(text: str) -> Found | None:
 
 def _one_value(body: str) -> bool:
     """One value on one line: no sentence, no chain of equations (`13 + 7 = 20` is read by
-    the equation rule), and one token only if it is math (`2x`, `\\frac12`, `E`, `four`)."""
+    the equation rule), and one token only if it is math (`2x`, `\\frac12`, `E`, `four`; not
+    `7twQ`, whose number the last-number rule reads)."""
     bare = re.sub(r"\\[A-Za-z]+", "", body)
     if re.search(r"(?<![<>!\\])=(?![=>])", body) and not re.search(r"[A-Za-z]", body.split("=")[0]):
         return False
+    if re.search(r"[@&;~?!|\"'<>]|[=+\-*/^]$", body):
+        return False  # junk, or a chain left open (`.17 + 16 =`)
     if not re.search(r"\s", body):
-        return bool(_MATHY_TOKEN.search(body)) and (len(body) <= 40 and not re.search(r"[A-Za-z]{4,}", bare)
-                                                   or _MATHY_TOKEN.fullmatch(body) is not None)
+        if _MATHY_TOKEN.fullmatch(body) is not None:  # `E`, `(C)`, `four`
+            return True
+        if re.search(r"[A-Za-z]", bare) and not re.search(r"[\\{}^_+*/=]", body):
+            return False  # letters glued to a number without math (`7twQ`, `7H1H`): the last number reads it
+        return bool(re.search(r"\d", body)) and len(body) <= 40 and not re.search(r"[A-Za-z]{2,}", bare)
     return not re.search(r"[A-Za-z]{2,}", bare)
 
 

@@ -349,8 +349,8 @@ def _structure(gold: str, answer: str, depth: int) -> bool | None:
             _equal(x, y, depth + 1) for x, y in zip(g[1], a[1], strict=True))
     golds, answers = _distinct(_expand_pm(split_top(gold)), depth), _distinct(_expand_pm(split_top(answer)), depth)
     if len(golds) > 1 or len(answers) > 1:
-        if len(golds) != len(answers):
-            return False if _RELATION.search(gold) is None or len(answers) > 1 else None
+        if len(golds) != len(answers):  # a partial answer (one root of two) is wrong (Math-Verify #47)
+            return False
         return _matched(golds, answers, depth)
     gold_sides, answer_sides = _sides(gold), _sides(answer)
     if len(gold_sides) == 1 and len(answer_sides) > 1:  # "k = 5" answers "5"

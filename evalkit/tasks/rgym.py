@@ -18,7 +18,7 @@ from evalkit.errors import UsageError
 from evalkit.tasks.base import Grade, Problem, Task, TaskSpec, answer_text
 
 # Bump whenever a change can change a grade (2: special tokens handled by answer_text).
-VERSION = "reasoning_gym-2"
+VERSION = "reasoning_gym-3"  # 3: a <think> never closed is no answer (evalkit.tasks.answer_text)
 INSTRUCTION = "\n\nGive only your final answer inside <answer></answer> tags."
 
 
