@@ -31,7 +31,7 @@ HAND_GRADES = {
     ("arith-0-1", 1): "no_answer",
     ("arith-0-1", 2): "incorrect",
     ("arith-0-1", 3): "incorrect",
-    ("arith-0-2", 0): "incorrect",
+    ("arith-0-2", 0): "no_answer",  # ".17 + 16 =": the question restated, no answer (math-2 read a 16)
     ("arith-0-2", 1): "incorrect",
     ("arith-0-2", 2): "no_answer",
     ("arith-0-2", 3): "incorrect",

@@ -58,3 +58,17 @@ def test_unknown_task_lists_valid_names(name):
 
     with pytest.raises(UsageError, match="arith.*chain_sum"):
         load_task(name)
+
+
+PATHOLOGICAL = ["answer is " * 10000, "1+" * 20000, "(" * 20000, "\\boxed{" * 5000, "$" * 20000,
+                "".join(f"\\boxed{{{i}}} and " for i in range(3000)), "{" * 20000 + "}" * 20000,
+                "\\[ " * 10000, "The answer is " + "1," * 20000]
+
+
+def test_pathological_completions_are_graded_not_timed_out():
+    """Grading stays about linear in the text: walls of phrases, boxes or brackets are graded
+    within the default deadline, not left to it."""
+    task = load_task("arith", size=1)
+    with Grader(task.spec, workers=1, deadline=10.0) as grader:
+        grades = grader.grade([(text, task.problems[0]) for text in PATHOLOGICAL])
+    assert [g.outcome for g in grades if g.outcome in ("timeout", "error")] == []

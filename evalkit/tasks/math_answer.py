@@ -81,6 +81,8 @@ _STOP_WORD = re.compile(r"(?i)(?:in|the|a|an|to|that|not|given|as|we|which|this|
 _MATHY_TOKEN = re.compile(r"\d|[\\^_=+*/()<>]|^\(?[A-Za-z]\)?$|^(?i:" + "|".join(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
     "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred".split()) + ")$")
+_MAX_GROUP = 24  # boxes read as one answer at most (a set of roots, not a wall of boxes)
+_WINDOW = 300  # characters after a phrase that its answer may span (keeps grading linear in the text)
 _SENTENCE_END = re.compile(r"\n|\.(?=\s|$)|;\s|!(?=\s|$)")
 _INVENTED = re.compile(r"\n\s*(?:\**(?:now (?:it )?is your turn|your turn|now you try|try this|exercise|question|"
                        r"problem)\b[^\n]{0,40}:|given this context, can you)", re.IGNORECASE)
@@ -182,7 +184,7 @@ def box_group(text: str) -> tuple[int, str, str] | None:
     if not found:
         return None
     group = [found[-1]]
-    for earlier in reversed(found[:-1]):
+    for earlier in reversed(found[:-1][-_MAX_GROUP:]):
         gap = text[earlier[1] : group[0][0]]
         if len(gap) > 80 or "\n\n" in gap or len(_CONNECTIVE.sub(" ", gap).split()) > 1:
             break  # one unit word may stand between ("\\boxed{1} papers and \\boxed{2} bins")
@@ -208,8 +210,8 @@ def _phrase_value(text: str, pos: int, *, math_only: bool) -> tuple[int, str] | 
     if (time := TIME.match(text, pos)) is not None:
         return time.end(), time.group()
     if _LATEX_COMMAND.match(text, pos):
-        end = _SENTENCE_END.search(text, pos)
-        stop = end.start() if end else len(text)
+        end = _SENTENCE_END.search(text, pos, pos + _WINDOW)
+        stop = end.start() if end else min(len(text), pos + _WINDOW)
         return (stop, text[pos:stop].strip().rstrip("$").strip()) if text[pos:stop].strip() else None
     if (match := VALUE.match(text, pos)) is not None:
         return number_led(text, match)
@@ -224,8 +226,8 @@ def _box_end(text: str, box: re.Match) -> int:
 def _text_value(text: str, pos: int) -> tuple[int, str] | None:
     """Words or plain-text math up to the end of the sentence (`x^2+2x+1`, `odd`, `(C)`),
     or the number a longer sentence states ("The total volume is 72 inches^3")."""
-    end = _SENTENCE_END.search(text, pos)
-    stop = end.start() if end else len(text)
+    end = _SENTENCE_END.search(text, pos, pos + _WINDOW)
+    stop = end.start() if end else min(len(text), pos + _WINDOW)
     value = text[pos:stop].strip().strip("*").strip().strip("\"'`").strip()
     if not value or not re.search(r"[A-Za-z0-9]", value) or _STOP_WORD.match(value):
         return None
