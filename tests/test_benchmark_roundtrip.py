@@ -20,8 +20,8 @@ import pytest
 
 from evalkit.tasks import Problem
 from evalkit.tasks.hf import gold_answer
-from evalkit.tasks.math_text import boxes
 from evalkit.tasks.math_equal import normalize
+from evalkit.tasks.math_text import boxes
 from evalkit.tasks.mathgrade import score
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
