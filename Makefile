@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean chromium
+.PHONY: install demo test test-fast lint bench clean chromium
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -30,6 +30,11 @@ lint: $(STAMP)
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -x tests
+
+# The edit loop: everything but the slow end-to-end and kill-then-resume tests (about 4 minutes).
+test-fast: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q -x -m "not slow" tests
 
 # Headless browser for tests/test_report_browser.py (Debian's chromium); EVALKIT_NO_BROWSER=1 skips it.
 chromium:

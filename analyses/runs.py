@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from evalkit.errors import StaleGrades, UsageError
-from evalkit.runstore import upgrade
+from evalkit.records import upgrade
 from evalkit.tasks import stale_grades
 
 __all__ = ["Run", "load_run", "load_runs", "task_key", "step_hint", "reference_answers", "load_problems",
@@ -79,7 +79,7 @@ def _read_json(path: Path) -> dict:
 
 
 def _read_samples(path: Path) -> pd.DataFrame:
-    from evalkit.runstore import read_samples
+    from evalkit.jsonio import read_samples
 
     try:
         records = read_samples(path)

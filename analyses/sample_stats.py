@@ -24,7 +24,7 @@ import pandas as pd
 
 from analyses.runs import Run, reference_answers, step_hint, task_key
 from evalkit.errors import UsageError
-from evalkit.runstore import frame_records, plain_json
+from evalkit.jsonio import frame_records, plain_json
 
 __all__ = ["Report", "entropy_report", "length_report", "write_report", "NO_ENTROPY_HELP"]
 
@@ -48,7 +48,7 @@ class Report:
 
 def write_report(report: Report, out: Path) -> list[Path]:
     """DIR/<command>.json plus DIR/<command>_<table>.csv, each written atomically."""
-    from evalkit.runstore import write_json_atomic
+    from evalkit.jsonio import write_json_atomic
 
     out = Path(out)
     if out.exists() and not out.is_dir():

@@ -51,7 +51,7 @@ CLAIM_METHODS = ("es", "grpo", "es-grpo")  # the methods the verdicts read
 
 def write_findings(root: Path, methods: list[str], out: Path) -> dict:
     """findings.json and findings.md in `out` (see the module docstring)."""
-    from evalkit.runstore import plain_json, write_atomic, write_json_atomic
+    from evalkit.jsonio import plain_json, write_atomic, write_json_atomic
 
     result = plain_json(findings(Path(root), methods))
     out.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,5 @@
 """Teacher-forced entropy of stored or external completions, as a Report (the forward pass
-itself is evalkit.teacher.entropies_of_records; this module only reads and tabulates).
+itself is evalkit.forced.entropies_of_records; this module only reads and tabulates).
 
     evalkit entropy --model smollm2-135m --samples vllm_out.jsonl --out reports/ent_vllm
     evalkit entropy --model runs/base/../ckpt --samples runs/base   # recompute a run's entropy
@@ -9,7 +9,7 @@ message, rendered with the chat template unless --raw-prompt; optional
 temperature and finish_reason, default "stop") or a passk run folder, whose
 prompts are rebuilt from its task identity and whose completions are re-
 tokenized from text; the recorded entropy is then shown beside the
-recomputed one. See evalkit/teacher.py for the definition and its limits.
+recomputed one. See evalkit/forced.py for the definition and its limits.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ __all__ = ["teacher_report", "run_records"]
 
 def run_records(run) -> list[dict]:
     """prompt/completion records of a passk run, prompts rebuilt from its task."""
-    from evalkit.teacher import records_of_run
+    from evalkit.forced import records_of_run
 
     return records_of_run(run.path)
 
 
 def teacher_report(samples: Path, run, records: list[dict], values: list, num_tokens: list, model: dict, *,
                    raw_prompt: bool = False) -> Report:
-    """The Report of teacher-forced entropies (evalkit.teacher.entropies_of_records), beside the
+    """The Report of teacher-forced entropies (evalkit.forced.entropies_of_records), beside the
     recorded ones when `run` (a passk run folder, else None) holds them."""
     from metrics.entropy import entropy_summary
 

@@ -38,9 +38,9 @@ def naive(model, forced) -> list[float]:
 def main() -> None:
     import torch
 
+    from evalkit.forced import ForcedSample, teacher_entropy
     from evalkit.models import load_model, resolve_model
     from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk, stop_token_ids
-    from evalkit.teacher import ForcedSample, teacher_entropy
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="smollm2-135m")

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_teacher.py            # the built-in model, 32 traces of 64 tokens
 
-evalkit: `evalkit.teacher.score_positions`, samples sorted by length and batched (8 sequences),
+evalkit: `evalkit.forced.score_positions`, samples sorted by length and batched (8 sequences),
 one forward pass per batch keeping only the completion positions' logits, per-token
 log-probability and exact entropy from them. Baseline (named "per-sample forward"): one
 unbatched forward of each prompt + completion with the full logits returned, the same
@@ -22,9 +22,9 @@ from record import result
 def main() -> None:
     import torch
 
+    from evalkit.forced import ForcedSample, score_positions
     from evalkit.models import load_model, resolve_model
     from evalkit.sampling import render_prompt
-    from evalkit.teacher import ForcedSample, score_positions
     from evalkit.traces import _token_stats
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

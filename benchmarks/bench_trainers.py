@@ -95,7 +95,7 @@ def run_infer(args) -> dict:
 def run_es(args) -> dict:
     from evalkit.grading import Grader
     from evalkit.sampling import stop_token_ids
-    from evalkit.train import es
+    from evalkit.train import common, es
 
     ref, model, tok = _load()
     model.requires_grad_(False)
@@ -105,7 +105,7 @@ def run_es(args) -> dict:
     with Grader(task.spec, workers=1) as grader:
         grader.grade([("0", task.problems[0])])  # start the worker outside the timing
         t = time.perf_counter()
-        record = es.es_iteration(model, tok, task, grader, opts, 1, stop_token_ids(model, tok))
+        record = es.es_iteration(common.Policy(model, tok, grader, tuple(stop_token_ids(model, tok)), opts), task, 1)
         seconds = time.perf_counter() - t
     peak = peak_rss_mb()  # before the exactness check, which loads the checkpoint again
     return {"peak_mb": peak, "seconds_per_member": seconds / args.members,
@@ -218,7 +218,8 @@ def run_grpo(args) -> dict:
     with Grader(task.spec, workers=1) as grader:
         grader.grade([("0", task.problems[0])])
         t = time.perf_counter()
-        groups, record = grpo.collect_batch(model, tok, grader, task, opts, 1, stop_token_ids(model, tok))
+        policy = grpo.Policy(model, tok, grader, tuple(stop_token_ids(model, tok)), opts)
+        groups, record = grpo.collect_batch(policy, task, 1)
         t_sample = time.perf_counter() - t
         record.update(grpo.grpo_update(model, None, optimizer, groups, opts, tok.pad_token_id))
         seconds = time.perf_counter() - t

@@ -75,8 +75,7 @@ def sampling_config(opts: PasskOptions) -> SamplingConfig:
 
 def draw_chunk(model, tokenizer, part, cfg: SamplingConfig, stop) -> dict:
     """{(problem id, j): (completion text, Sample)} for one chunk of problems."""
-    from evalkit.sampling import decode_completion, render_prompt, sample_chunk
+    from evalkit.sampling import decode_completion, sample_problems
 
-    prompts = [render_prompt(tokenizer, p.prompt) for p in part]
-    samples = sample_chunk(model, tokenizer, prompts, [p.id for p in part], cfg, stop_ids=stop)
+    samples = sample_problems(model, tokenizer, part, cfg, stop_ids=stop)
     return {(part[s.problem_index].id, s.sample_index): (decode_completion(tokenizer, s.token_ids), s) for s in samples}

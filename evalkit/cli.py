@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from evalkit.cli_options import HELP, build, deprecated, int_list, with_options
+from evalkit.cli_options import build, int_list, with_options
 from evalkit.errors import handle_errors
 from evalkit.options import PasskOptions
 
@@ -31,12 +31,11 @@ def _root() -> None:
 @handle_errors
 @with_options(PasskOptions, skip=("ks", "limit", "confidence", "n_boot"))
 def passk(
-    model: Annotated[str, typer.Argument(help=HELP["model"])] = "smollm2-135m",
+    model: Annotated[str, typer.Argument(help=PasskOptions.help("model"))] = "smollm2-135m",
     out: Annotated[Path | None, typer.Option(help="Run folder (samples.jsonl, summary.json); default runs/passk-MODEL-TASK. Rerun the same command to resume.")] = None,
     k: Annotated[str, typer.Option(help="Comma-separated k values, each <= n.")] = "1,2,4,8,16",
     limit: Annotated[int, typer.Option(help="Use the first N problems of the task (0 = all).")] = 50,
     repair: Annotated[bool, typer.Option("--repair", help="Set corrupt lines of samples.jsonl aside in samples.rejected.jsonl and sample them again.")] = False,
-    workers: Annotated[int | None, typer.Option(hidden=True)] = None,
     **given,
 ) -> None:
     """Sample N completions per problem, grade them, and estimate pass@k with intervals.
@@ -46,9 +45,8 @@ def passk(
     from evalkit.console import passk_progress, print_passk
     from evalkit.passk import run_passk
 
-    ray_workers = deprecated({"workers": workers}, "workers", "ray_workers")
-    opts = build(PasskOptions, given, model=model, ks=tuple(int_list(k, "--k", example="1,2,4,8", required=False)), limit=limit or None,
-                 **({"ray_workers": ray_workers} if ray_workers is not None else {}))
+    opts = build(PasskOptions, given, model=model, ks=tuple(int_list(k, "--k", example="1,2,4,8", required=False)),
+                 limit=limit or None)
     out = out or Path("runs") / f"passk-{Path(model).name}-{Path(opts.task).stem}"
     with passk_progress() as progress:
         summary = run_passk(opts, out, progress=progress, repair=repair)

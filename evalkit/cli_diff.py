@@ -10,18 +10,18 @@ from typing import Annotated
 
 import typer
 
+from evalkit.cli_options import build, with_options
+from evalkit.diff import DiffOptions
+
 __all__ = ["diff"]
 
+
+@with_options(DiffOptions, skip=("chunk_elems", "kernel"))
 def diff(
     models: Annotated[list[str], typer.Argument(help="BASE OTHER, or BASE A B: checkpoint folders (sharded or not), .safetensors files, or model names such as smollm2-135m.")],
-    atol: Annotated[float, typer.Option(help="Absolute tolerance: |delta| <= atol counts as unchanged.")] = 1e-5,
-    rtol: Annotated[float, typer.Option(help="Relative tolerance: |delta| <= rtol*|w| counts as unchanged; default 2^-9, half a bf16 ulp (absorbed in bf16).")] = 2.0**-9,
-    rank: Annotated[bool, typer.Option("--rank", help="Also compute rank(delta)/min(shape) of every 2-D update (SVD: slow for big matrices).")] = False,
     out: Annotated[Path | None, typer.Option(help="Folder for diff.json (summary) and tensors.csv (one row per tensor); overlap.csv with three checkpoints.")] = None,
-    top: Annotated[int, typer.Option(help="Most-changed layers to show.")] = 8,
-    threads: Annotated[int, typer.Option(help="Threads comparing chunks at once (a chunk buffer each).")] = 2,
-    as_dtype: Annotated[str | None, typer.Option("--as-dtype", help="Round float tensors of every checkpoint to bfloat16, float16 or float32 (nearest even, as torch) before comparing, e.g. an fp32 base against a bf16 trained copy.")] = None,
-    workers: Annotated[int | None, typer.Option(hidden=True)] = None,
+    top: Annotated[int, typer.Option(help="Most-changed layers to show.", min=1)] = 8,
+    **given,
 ) -> None:
     """Changed fraction, update norms, concentration and overlap of checkpoint updates.
 
@@ -32,25 +32,15 @@ def diff(
     ~/.cache/evalkit/kernels; without a compiler, numba or numpy (same figures, slower).
     EVALKIT_DIFF_KERNEL=auto|c|numba|numpy chooses.
     """
-    from evalkit.cli_options import deprecated
     from evalkit.console import bytes_progress, print_diff
-    from evalkit.diff import DiffOptions, diff_checkpoints, write_outputs
+    from evalkit.diff import diff_checkpoints, write_outputs
     from evalkit.errors import UsageError
-    from evalkit.safetensors_io import CASTS
+    from evalkit.rundir import check_writable
 
-    threads = deprecated({"workers": workers}, "workers", "threads") or threads
-    from evalkit.runstore import check_writable
-
+    opts = build(DiffOptions, given).validate()
     check_writable(out)  # before the work: a finished diff is never lost to a bad --out
     if len(models) not in (2, 3):
         raise UsageError(f"got {len(models)} checkpoints: give BASE OTHER, or BASE A B")
-    if not (atol >= 0 and rtol >= 0):
-        raise UsageError("--atol and --rtol must be >= 0")
-    if threads < 1:
-        raise UsageError("--threads must be >= 1")
-    if as_dtype is not None and as_dtype not in CASTS:
-        raise UsageError(f"--as-dtype {as_dtype}: choose one of {', '.join(CASTS)}")
-    opts = DiffOptions(atol=atol, rtol=rtol, rank=rank, threads=threads, as_dtype=as_dtype)
     with bytes_progress("diff") as progress:
         result = diff_checkpoints(list(models), opts, progress=progress)
     written = write_outputs(result, out) if out is not None else []  # results first, then the tables

@@ -58,7 +58,7 @@ def entropy(
     """
     from analyses.runs import load_runs
     from analyses.sample_stats import entropy_report
-    from evalkit.runstore import check_writable
+    from evalkit.rundir import check_writable
 
     check_writable(out)
     if samples is not None or model is not None:
@@ -90,7 +90,7 @@ def length(
     from analyses.runs import load_runs
     from analyses.sample_stats import length_report
     from evalkit.models import token_counter
-    from evalkit.runstore import check_writable
+    from evalkit.rundir import check_writable
 
     check_writable(out)
     if quantiles < 1:
@@ -116,7 +116,7 @@ def groups(
     """
     from analyses.group_stats import groups_report
     from analyses.runs import load_run
-    from evalkit.runstore import check_writable
+    from evalkit.rundir import check_writable
 
     check_writable(out)
     report = groups_report(load_run(run), group_sizes=int_list(group_sizes, "--group-sizes"), target=target,
@@ -129,14 +129,15 @@ def _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batc
     from analyses.runs import load_run
     from analyses.teacher_report import run_records, teacher_report
     from evalkit.console import counted_progress
-    from evalkit.teacher import entropies_of_records, read_samples_file
+    from evalkit.forced import entropies_of_records, read_samples_file
+    from evalkit.options import ModelOptions
 
+    model_opts = ModelOptions(model=model, dtype=dtype, device=device).validate(values_only=True)
     run = load_run(samples) if Path(samples).is_dir() else None
     records = run_records(run) if run is not None else read_samples_file(samples)
     raw = raw_prompt and run is None
     with counted_progress() as progress:
         tick = progress("teacher forcing", len(records))
-        values, tokens, identity = entropies_of_records(model, records, raw_prompt=raw, temperature=temperature,
-                                                        dtype=dtype, device=device, batch_tokens=batch_tokens,
-                                                        on_batch=tick)
+        values, tokens, identity = entropies_of_records(model_opts, records, raw_prompt=raw, temperature=temperature,
+                                                        batch_tokens=batch_tokens, on_batch=tick)
     return teacher_report(samples, run, records, values, tokens, identity, raw_prompt=raw_prompt)

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from evalkit.cli_options import build, with_options
-from evalkit.divergence import TokensOptions
+from evalkit.tokens import TokensOptions
 from evalkit.traces import TracesOptions
 
 __all__ = ["traces", "tokens"]
@@ -28,7 +28,7 @@ HELPS = {
     "eps_high": "Upper clip epsilon (TRL: = eps_low; DAPO: 0.28).",
     "own_samples": "Policy samples per trace prompt for the idiolect gap (0 = skip).",
     "least": "Least likely tokens listed with their context.",
-    "batch_size": "Sequences per teacher-forced forward pass (bounds memory: batch x tokens x vocabulary).",
+    "batch_size": "Sequences per forward pass, teacher-forced (bounds memory: batch x tokens x vocabulary).",
     "seed": "Seed of the policy's own samples and of the bootstrap.",
     "n_boot": "Bootstrap resamples for the idiolect gap's interval.",
     "top": "Most divergent tokens listed with their context.",
@@ -65,7 +65,7 @@ def tokens(
     Example: evalkit tokens runs/grpo/step-000096 smollm2-135m --samples runs/base --out reports/tokens
     """
     from evalkit.console import counted_progress, print_tokens
-    from evalkit.divergence import run_tokens
+    from evalkit.tokens import run_tokens
 
     with counted_progress() as progress:
         report = run_tokens(build(TokensOptions, given, model=teacher, student=student), out, progress=progress)

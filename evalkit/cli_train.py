@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
-from evalkit.cli_options import TrainOut, build, deprecated, with_options
+from evalkit.cli_options import TrainOut, build, with_options
 from evalkit.errors import handle_errors
 from evalkit.train.distill import DistillOptions
 from evalkit.train.es import ESOptions
@@ -35,13 +34,9 @@ train_app = typer.Typer(
 
 ONE_PROCESS = ("ray_workers", "ray_address", "threads")
 HELPS = {
-    "seed": "Run seed; every step's prompts, noise and samples derive from (seed, step).",
-    "grade_timeout": "Seconds before a grader worker is killed (reward 0).",
-    "temperature": "Sampling temperature of GRPO groups (and of its log-probs, as TRL).",
-    "top_p": "Nucleus sampling mass; 1.0 = off.",
     "ray_workers": "Ray workers, each holding a model replica, that score population members (0 = no Ray); "
                    "needs the 'ray' extra.",
-    "threads": "CPU threads per Ray worker (0 = cores // workers locally, 1 on a joined cluster).",
+    "threads": "CPU threads that compute, per Ray worker (0 = cores // workers locally, 1 on a joined cluster).",
 }
 ES_BACKEND = ("Who scores members: hf (transformers) or vllm (colocated engine on the GPU, given each perturbed "
               "member's weights: a second weight copy and one push per member; entropy is a top-k lower bound); "
@@ -50,11 +45,10 @@ GRPO_BACKEND = ("Who samples GRPO groups: hf (transformers) or vllm (colocated e
                 "policy's weights after every update; entropy is a top-k lower bound); vllm needs the 'vllm' extra.")
 BOTH_BACKEND = ("hf or vllm for both stages: vllm scores ES members (a push of the perturbed weights per member) "
                 "and samples GRPO groups on a colocated engine; needs the 'vllm' extra and a GPU.")
-Workers = Annotated[int | None, typer.Option(hidden=True)]
 
 
 @with_options(ESOptions, helps=HELPS | {"backend": ES_BACKEND})
-def es(out: TrainOut, workers: Workers = None, **given) -> None:
+def es(out: TrainOut, **given) -> None:
     """Evolution Strategies: perturb in place, score greedily, z-score, update; exact restore.
 
     Example: evalkit train es --out runs/es --population 30 --iterations 20
@@ -64,13 +58,11 @@ def es(out: TrainOut, workers: Workers = None, **given) -> None:
     from evalkit.console import train_progress
     from evalkit.train import run_es
 
-    ray_workers = deprecated({"workers": workers}, "workers", "ray_workers")
-    opts = build(ESOptions, given, **({"ray_workers": ray_workers} if ray_workers is not None else {}))
     with train_progress("es") as progress:
-        _done(out, run_es(opts, out, progress=progress))
+        _done(out, run_es(build(ESOptions, given), out, progress=progress))
 
 
-@with_options(GRPOOptions, skip=ONE_PROCESS, helps=HELPS | {"backend": GRPO_BACKEND})
+@with_options(GRPOOptions, skip=ONE_PROCESS, helps={"backend": GRPO_BACKEND})
 def grpo(out: TrainOut, **given) -> None:
     """GRPO (TRL's loss, DAPO/Dr. GRPO options): sample groups, grade, clipped update.
 
@@ -85,8 +77,7 @@ def grpo(out: TrainOut, **given) -> None:
 
 
 @with_options(DistillOptions, skip=(*ONE_PROCESS, "backend"),
-              helps=HELPS | {"temperature": "Sampling temperature of the student's samples.",
-                             "model": "The student: checkpoint folder, hub name, or built-in 'smollm2-135m'."})
+              helps={"model": "The student: checkpoint folder, hub name, or built-in 'smollm2-135m'."})
 def distill(out: TrainOut, **given) -> None:
     """On-policy distillation: the student samples, the teacher scores; reverse KL on all or selected tokens.
 
@@ -100,7 +91,7 @@ def distill(out: TrainOut, **given) -> None:
         _done(out, run_distill(build(DistillOptions, given), out, progress=progress))
 
 
-@with_options(ESOptions, GRPOOptions, skip=ONE_PROCESS, helps=HELPS | {"backend": BOTH_BACKEND})
+@with_options(ESOptions, GRPOOptions, skip=ONE_PROCESS, helps={"backend": BOTH_BACKEND})
 def es_grpo(out: TrainOut, **given) -> None:
     """ES, then GRPO from ES's final checkpoint: OUT/es/ and OUT/grpo/ in one folder.
 

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.errors import UsageError
+from evalkit.options import Options, option
 from evalkit.safetensors_io import (
     CASTS,
     DTYPES,
@@ -62,18 +63,29 @@ ARCH_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_siz
              "num_attention_heads", "num_key_value_heads")
 
 
+KERNELS = ("auto", "c", "numba", "numpy")
+
+
 @dataclass(frozen=True)
-class DiffOptions:
-    atol: float = 1e-5
-    rtol: float = W.BF16_RTOL
-    rank: bool = False
-    chunk_elems: int = 1 << 19  # 2 MB float32 temporaries: few Python calls, bounded memory
-    threads: int = 2  # threads comparing chunks at once
-    as_dtype: str | None = None  # "bfloat16" | "float16" | "float32": round both sides first
+class DiffOptions(Options):
+    atol: float = option(1e-5, "Absolute tolerance: |delta| <= atol counts as unchanged.", min=0)
+    rtol: float = option(W.BF16_RTOL, "Relative tolerance: |delta| <= rtol*|w| counts as unchanged; default 2^-9, "
+                         "half a bf16 ulp (absorbed in bf16).", min=0)
+    rank: bool = option(False, "Also compute rank(delta)/min(shape) of every 2-D update (SVD: slow for big "
+                        "matrices).")
+    chunk_elems: int = option(1 << 19, "Elements per chunk read (2 MB float32 temporaries: few Python calls, "
+                              "bounded memory).", min=1, identity=False)
+    threads: int = option(2, "CPU threads that compute: chunks compared at once, a read buffer each (0 = min(4, "
+                          "cores)).", min=0, identity=False)
+    as_dtype: str | None = option(None, "Round float tensors of every checkpoint to bfloat16, float16 or float32 "
+                                  "(nearest even, as torch) before comparing, e.g. an fp32 base against a bf16 "
+                                  "trained copy.", choices=tuple(CASTS))
     # chunk statistics: "c" (diff_kernel.c, built by the system compiler), "numba", "numpy"
     # (slowest, no compiler needed) or "auto" (see `_pick_kernel`); all give identical figures.
     # Default from $EVALKIT_DIFF_KERNEL
-    kernel: str = field(default_factory=lambda: os.environ.get("EVALKIT_DIFF_KERNEL", "auto"))
+    kernel: str = field(default_factory=lambda: os.environ.get("EVALKIT_DIFF_KERNEL", "auto"),
+                        metadata={"help": "Chunk statistics kernel: auto, c, numba or numpy (identical figures).",
+                                  "choices": KERNELS, "identity": False})
 
 
 @dataclass(frozen=True)
@@ -263,8 +275,9 @@ def _stream(pairs: list[tuple], opts: DiffOptions, sides: int, on_bytes):
     At most 4 x threads chunks are in flight (one read buffer per thread), which keeps
     memory bounded.
     """
+    threads = opts.threads or min(4, os.cpu_count() or 1)
     readers: queue.SimpleQueue = queue.SimpleQueue()
-    made = [ChunkReader(sides, opts.chunk_elems * 8) for _ in range(max(1, opts.threads))]
+    made = [ChunkReader(sides, opts.chunk_elems * 8) for _ in range(threads)]
     for reader in made:
         reader.scratch = [W.new_stats() for _ in range(sides - 1)]  # per-chunk accumulators
         readers.put(reader)
@@ -293,16 +306,16 @@ def _stream(pairs: list[tuple], opts: DiffOptions, sides: int, on_bytes):
                 yield t.result()
 
     try:
-        if opts.threads <= 1:
+        if threads == 1:
             yield from merged(map(one, jobs()))
             return
-        with ThreadPoolExecutor(opts.threads) as pool:
+        with ThreadPoolExecutor(threads) as pool:
             window: collections.deque = collections.deque()
 
             def done():
                 for job in jobs():
                     window.append(pool.submit(one, job))
-                    if len(window) >= 4 * opts.threads:
+                    if len(window) >= 4 * threads:
                         yield window.popleft().result()
                 while window:
                     yield window.popleft().result()
@@ -320,8 +333,7 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
     """
     if len(args) not in (2, 3):
         raise UsageError("give two checkpoints (BASE OTHER) or three (BASE A B)")
-    if opts.as_dtype is not None and opts.as_dtype not in CASTS:
-        raise UsageError(f"as_dtype {opts.as_dtype!r}: choose one of {', '.join(CASTS)}")
+    opts.validate()
     if not (opts.atol >= 0 and opts.rtol >= 0):
         raise UsageError("atol and rtol must be >= 0")
     if opts.kernel not in KERNELS:
@@ -442,7 +454,7 @@ def write_outputs(result: DiffResult, out: Path) -> list[Path]:
     """diff.json, tensors.csv (one row per tensor and update), overlap.csv (three-way)."""
     import pandas as pd
 
-    from evalkit.runstore import plain_json, write_atomic, write_json_atomic
+    from evalkit.jsonio import plain_json, write_atomic, write_json_atomic
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -118,10 +118,15 @@ def _scan(a_bits, b_bits, exp, table, idx):
 
 
 @_njit(cache=True, nogil=True)
-def _stats(a_bits, b_bits, exp, table, atol, rtol, hist_count, hist_sq, idx, out_i, out_f):
-    """A chunk: counts into out_i[9] (order of `metrics.weights.new_stats`), the span [lo, hi) of histogram
-    bins >= 1 in use into out_i[9:11], sums into out_f[3] (sq_update, sq_weight, max |delta|),
-    histogram into hist_count/hist_sq; the entries to visit come from `_scan`."""
+def _stats(a_bits, b_bits, dtype, tolerances, outs):
+    """A chunk: `dtype` = (exponent mask, value table), `tolerances` = (atol, rtol), `outs` =
+    (hist_count, hist_sq, idx scratch, out_i, out_f): counts into out_i[9] (order of
+    `metrics.weights.new_stats`), the span [lo, hi) of histogram bins >= 1 in use into out_i[9:11],
+    sums into out_f[3] (sq_update, sq_weight, max |delta|), histogram into hist_count/hist_sq; the
+    entries to visit come from `_scan`."""
+    exp, table = dtype
+    atol, rtol = tolerances
+    hist_count, hist_sq, idx, out_i, out_f = outs
     n = a_bits.size
     sq_w, changed, m = _scan(a_bits, b_bits, exp, table, idx)
     sq_u = np.zeros(8)
@@ -224,8 +229,8 @@ def chunk_stats(acc: dict, a_bits: np.ndarray, b_bits: np.ndarray, dtype: str, *
     """Add one chunk (raw bits of base and other, safetensors `dtype` in MODES) into `acc`
     (from `metrics.weights.new_stats()`), exactly as `metrics.weights.chunk_stats` would."""
     out_i, out_f = np.zeros(11, np.int64), np.zeros(3)
-    _stats(a_bits, b_bits, _EXP[dtype], _TABLE[dtype], np.float32(atol), np.float32(rtol),
-           acc["hist_count"], acc["hist_sq"], _scratch(a_bits.size), out_i, out_f)
+    _stats(a_bits, b_bits, (_EXP[dtype], _TABLE[dtype]), (np.float32(atol), np.float32(rtol)),
+           (acc["hist_count"], acc["hist_sq"], _scratch(a_bits.size), out_i, out_f))
     return add_kernel_sums(acc, out_i, out_f)
 
 

@@ -21,7 +21,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from evalkit.runstore import append_jsonl, write_json_atomic
+from evalkit.jsonio import append_jsonl, write_json_atomic
+from evalkit.options import GradingOptions
 
 __all__ = ["compare_graders", "COMPARE_FILE"]
 
@@ -30,16 +31,18 @@ BATCH = 64
 TAIL = 400  # characters of each completion's end kept in the table
 
 
-def compare_graders(dest: Path, records: list[dict], by_id: dict, spec, evalkit_grader: str, other: str, *,
-                    workers: int = 2, deadline: float = 10.0, progress: Callable | None = None) -> dict:
-    """Grade `records` (already graded by evalkit) with `other`; write and return its entry."""
+def compare_graders(dest: Path, records: list[dict], by_id: dict, spec, other: str,
+                    grading: GradingOptions = GradingOptions(), progress: Callable | None = None) -> dict:
+    """Grade `records` (already graded by this evalkit's grader for `spec`) with `other`;
+    write and return its entry."""
     from evalkit.grading import Grader
+    from evalkit.tasks import grader_version
     from evalkit.tasks.other_graders import grader_label, slug
 
     work = dest / f".compare-{slug(other)}.jsonl"
     done = _read_work(work)
     todo = [r for r in records if _key(r) not in done]
-    with Grader(spec, workers=workers, deadline=deadline, other=other) as grader:
+    with Grader(spec, workers=grading.grader_workers, deadline=grading.grade_timeout, other=other) as grader:
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
             grades = grader.grade([(r["completion"], by_id[r["problem_id"]]) for r in batch])
@@ -49,7 +52,7 @@ def compare_graders(dest: Path, records: list[dict], by_id: dict, spec, evalkit_
             done.update((_key(f), f) for f in fresh)
             if progress:
                 progress(len(records) - len(todo) + start + len(batch), len(records))
-    entry = _entry(records, done, by_id, evalkit_grader, grader_label(other))
+    entry = _entry(records, done, by_id, grader_version(spec.kind), grader_label(other))
     path = dest / COMPARE_FILE
     previous = _read_compare(path)
     comparisons = {c["other"]: c for c in previous.get("comparisons", [])} | {entry["other"]: entry}

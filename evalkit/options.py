@@ -1,52 +1,244 @@
-"""One option vocabulary: the groups every command shares, and the backend choice, in one place.
+"""Options that own their rules: defaults, limits and help in field metadata, `validate()`,
+`identity()`, and the one table of which backend and scale-out goes with which command.
 
-    PasskOptions(model="runs/grpo/step-000050", task="arith", n=16, backend="hf", ray_workers=2)
+    opts = PasskOptions(model="runs/grpo/step-000050", task="arith", n=16).validate()
+    opts.identity()     # the values that make two runs the same run, as plain JSON
 
-Each group is a frozen dataclass; a command's options inherit the groups it uses (flat fields,
-one name and one default per meaning), so `evalkit passk`, `evalkit train` and
-`evalkit forgetting` spell and default them alike:
+Each options class is a frozen dataclass whose fields are made by `option(default, help,
+min=..., choices=...)`. `validate()` checks every field against its metadata (type, finite,
+range, choices), then runs each class's own `_checks` (cross-field rules), parents first, so
+a trainer's options validate its model, task, grading and scale groups too. A bad value is
+an `OptionError` (a UsageError) naming the option: the CLI prints `--group-size 1: must be
+>= 2`, a study file `methods.grpo.group_size 1: must be >= 2`. The CLI (evalkit.cli_options),
+the study file (evalkit.study.spec, `from_table`) and the library ask the same object.
 
     ModelOptions    model, dtype, device
     TaskOptions     task, task_size, task_seed, task_config (JSON text); preset and *_field
-                    for dataset and file tasks
     GradingOptions  grader_workers (processes), grade_timeout (seconds)
-    ScaleOptions    backend (hf | vllm), ray_workers, ray_address, threads
-
-`check_backend` is the one place that decides which backends and scale-outs go together;
-`evalkit.cli_options` turns these fields into typer options with their help texts.
+    ScaleOptions    backend (hf | vllm), ray_workers, ray_address, threads; the SCALE table
+    PasskOptions    sampling, chunking and the estimator of `evalkit passk`
+    EntropyOptions, LengthOptions, GroupsOptions   the sample reports' settings
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+import types
+import typing
+from dataclasses import MISSING, Field, asdict, dataclass, field, fields
+from typing import Any, ClassVar
 
 from evalkit.errors import UsageError
 
-__all__ = ["ModelOptions", "TaskOptions", "GradingOptions", "ScaleOptions", "PasskOptions",
-           "BACKENDS", "check_backend", "check_finite"]
+__all__ = ["option", "Options", "OptionError", "ModelOptions", "TaskOptions", "GradingOptions", "ScaleOptions",
+           "PasskOptions", "EntropyOptions", "LengthOptions", "GroupsOptions", "BACKENDS", "SCALE", "Scale",
+           "check_device", "plain"]
 
 BACKENDS = ("hf", "vllm")
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+RULES = ("min", "max", "above", "below", "choices", "each", "name", "note")
+
+
+def option(default: Any, help: str, *, identity: bool = True, **rules: Any) -> Field:  # noqa: A002
+    """A field with its rules: `min`/`max` inclusive, `above`/`below` exclusive, `choices`,
+    `each` (rules for every element of a tuple), `name` (how the CLI and a study file spell it,
+    when not the field's name: `ks` is `--k`), `note` (appended to a refusal). `identity`
+    False: how the work is spread or reported, not what it computes."""
+    if unknown := set(rules) - set(RULES):
+        raise TypeError(f"option(): unknown rules {sorted(unknown)}")
+    return field(default=default, metadata={"help": help, "identity": identity, **rules})
+
+
+class OptionError(UsageError):
+    """A bad option value: `field` and `value` named, `why` says what it must be."""
+
+    def __init__(self, name: str, value: Any, why: str, label: str | None = None):
+        self.name, self.value, self.why = name, value, why
+        super().__init__(f"{label or flag(name)} {show(value)}: {why}")
+
+    def relabel(self, label: str) -> OptionError:
+        return OptionError(self.name, self.value, self.why, label)
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def show(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def plain(value: Any) -> Any:
+    """A value as JSON holds it: tuples as lists, nested."""
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
-class ModelOptions:
-    model: str = "smollm2-135m"
-    dtype: str = "float32"
-    device: str = "auto"
+class Options:
+    """The base of every options class (see the module docstring)."""
+
+    kind: ClassVar[str] = ""  # the command or trainer configured; SCALE's key
+
+    def validate(self, *, values_only: bool = False):
+        """Every field against its rules, then each class's `_checks` (parents first), then,
+        unless `values_only`, each class's `_environment` (what this machine must have: vLLM
+        and a GPU for backend vllm); returns self."""
+        hints = typing.get_type_hints(type(self))
+        for f in fields(self):
+            _check_field(f, getattr(self, f.name), hints[f.name])
+        for hook in ("_checks", *(() if values_only else ("_environment",))):
+            for cls in reversed(type(self).__mro__):
+                own = cls.__dict__.get(hook)
+                if own is not None:
+                    own(self)
+        return self
+
+    def identity(self) -> dict:
+        """The fields that decide the result (metadata `identity`), as records hold them (plain
+        JSON, `task_config` as the object it encodes: evalkit.records)."""
+        from evalkit.records import record_options
+
+        return record_options({f.name: plain(getattr(self, f.name)) for f in fields(self)
+                               if f.metadata.get("identity", True)})
+
+    def record(self) -> dict:
+        """Every field, as records hold them."""
+        from evalkit.records import record_options
+
+        return record_options(plain(asdict(self)))
+
+    @classmethod
+    def defaults(cls) -> dict:
+        return {f.name: plain(f.default) for f in fields(cls) if f.default is not MISSING}
+
+    @classmethod
+    def help(cls, name: str) -> str:
+        return next(f.metadata["help"] for f in fields(cls) if f.name == name)
+
+    @classmethod
+    def from_table(cls, table: dict, prefix: str, given: dict | None = None, allowed: set | None = None):
+        """The options of a TOML table (a study file's), every value checked against its field's
+        type and rules (`values_only`: the machine is checked when the stage runs); a key it does
+        not have, or a bad value, is refused naming `prefix + key`."""
+        spelled = {f.metadata.get("name", f.name): f.name for f in fields(cls)}  # `k` is the field `ks`
+        names = allowed if allowed is not None else set(spelled)
+        for key in table:
+            if key not in names:
+                raise UsageError(f"unknown key {prefix}{key}: valid keys here are {', '.join(sorted(names))}")
+        hints = typing.get_type_hints(cls)
+        values = {spelled.get(k, k): _from_toml(v, hints[spelled.get(k, k)], f"{prefix}{k}") for k, v in table.items()}
+        try:
+            return cls(**{**(given or {}), **values}).validate(values_only=True)
+        except OptionError as exc:
+            raise exc.relabel(f"{prefix}{exc.name}") from None
+        except UsageError as exc:  # a rule across options, or a model it names
+            raise UsageError(f"{prefix.rstrip('.')}: {exc}") from None
+
+
+def _check_field(f: Field, value: Any, hint: Any) -> None:
+    """One value against its type and its rules."""
+    meta = f.metadata
+    name = meta.get("name", f.name)
+    if not _fits(value, hint):
+        raise OptionError(name, value, f"expected {_type_name(hint)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise OptionError(name, value, "give a finite number")
+    values = value if isinstance(value, tuple) and "each" in meta else (value,)
+    rules = meta.get("each", meta) if isinstance(value, tuple) else meta
+    for item in values:
+        if item is None or isinstance(item, bool):
+            continue
+        why = _broken_rule(item, rules)
+        if why:
+            raise OptionError(name, value, why + (f" ({meta['note']})" if meta.get("note") else ""))
+
+
+def _broken_rule(value: Any, rules: dict) -> str | None:
+    if "choices" in rules and value not in rules["choices"]:
+        names = [str(c) for c in rules["choices"]]
+        return "choose " + (", ".join(names[:-1]) + " or " + names[-1] if len(names) > 1 else names[0])
+    if isinstance(value, (int, float)):
+        for key, test, words in (("min", lambda v, b: v >= b, ">="), ("max", lambda v, b: v <= b, "<="),
+                                 ("above", lambda v, b: v > b, ">"), ("below", lambda v, b: v < b, "<")):
+            if key in rules and not test(value, rules[key]):
+                return f"must be {words} {rules[key]:g}"
+    return None
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether `value` is of the annotated type (int is a float; bool is no int)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if origin is tuple:
+        inner = args[0] if args else Any
+        return isinstance(value, tuple) and all(_fits(v, inner) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is Any:
+        return True
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args if a is not type(None))
+    if origin is tuple:
+        return f"a list of {_type_name(args[0])}" if args else "a list"
+    return {int: "an integer", float: "a number", str: "a string", bool: "true or false"}.get(hint, str(hint))
+
+
+def _from_toml(value: Any, hint: Any, key: str) -> Any:
+    """A TOML value as the field's type: lists become tuples; a table where a value belongs
+    is refused."""
+    if isinstance(value, dict):
+        raise UsageError(f"{key}: expected {_type_name(hint)}, got a table")
+    if isinstance(value, list):
+        return tuple(value)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+# ---------------------------------------------------------------- the option groups
 
 
 @dataclass(frozen=True)
-class TaskOptions:
-    task: str = "arith"
-    task_size: int = 200
-    task_seed: int = 0
-    task_config: str = "{}"
+class ModelOptions(Options):
+    model: str = option("smollm2-135m", "Checkpoint folder, hub name, or built-in 'smollm2-135m'.", identity=False)
+    dtype: str = option("float32", "float32, bfloat16 or float16 (weights, and checkpoints written).",
+                        choices=DTYPES)
+    device: str = option("auto", "auto, cpu, cuda, cuda:1 ...")
+
+
+@dataclass(frozen=True)
+class TaskOptions(Options):
+    task: str = option("arith", "Task name (arith, any reasoning-gym dataset, e.g. chain_sum) or a .jsonl/.parquet file.",
+                       identity=False)
+    task_size: int = option(200, "Problems generated by procedural tasks.", min=1)
+    task_seed: int = option(0, "Seed of the procedural task generator.", min=0)
+    task_config: str = option("{}", 'Generator config as JSON, e.g. \'{"max_operand": 9}\'.')
     # dataset and file tasks (evalkit.tasks.hf): a benchmark preset and the fields to read
-    preset: str | None = None
-    question_field: str | None = None
-    answer_field: str | None = None
-    id_field: str | None = None
+    preset: str | None = option(None, "Benchmark preset for a dataset or file task: gsm8k (gold after ####), math (gold = "
+                                "last \\boxed{} of the solution), aime (integer answers); applied by name when the "
+                                "dataset's name matches.", choices=("gsm8k", "math", "aime"))
+    question_field: str | None = option(None, "Field holding the question (dataset and file tasks; default: question, "
+                                        "problem, prompt).")
+    answer_field: str | None = option(None, "Field holding the answer (default: answer, solution, final_answer).")
+    id_field: str | None = option(None, "Field holding a problem id (default: id; else the row or line number).")
 
     def task_config_dict(self) -> dict:
         """`task_config` parsed, with the dataset options merged in (when given)."""
@@ -59,52 +251,113 @@ class TaskOptions:
 
 
 @dataclass(frozen=True)
-class GradingOptions:
-    grader_workers: int = 2
-    grade_timeout: float = 10.0
+class GradingOptions(Options):
+    grader_workers: int = option(2, "Grader processes.", min=1, identity=False)
+    grade_timeout: float = option(10.0, "Seconds before a grader worker is killed; the sample is then 'timeout' "
+                                  "(reward 0).", above=0, max=86400, identity=False)
 
 
 @dataclass(frozen=True)
-class ScaleOptions:
-    backend: str = "hf"  # hf: transformers in this process; vllm: a vLLM engine on the GPU
-    ray_workers: int = 0  # Ray actors each holding a model replica (0 = no Ray)
-    ray_address: str | None = None  # join this cluster instead of starting a local one
-    threads: int = 0  # CPU threads per model replica; 0 = torch's default (Ray: cores // workers)
+class Scale:
+    """Who may run a command: the backends it samples with, and whether Ray may spread it."""
+
+    backends: tuple[str, ...]
+    ray: bool
+    why: str  # said when a backend or Ray is refused
+
+
+SCALE = {  # the one table: which backend and scale-out goes with which command
+    "passk": Scale(("hf", "vllm"), True, "passk"),
+    "es": Scale(("hf", "vllm"), True, "ES"),
+    "es-answer_logprob": Scale(("hf",), False, "--fitness answer_logprob runs in one process with --backend hf"),
+    "grpo": Scale(("hf", "vllm"), False, "only ES members spread over Ray; GRPO runs in one process"),
+    "grpo-context": Scale(("hf",), False, "--guide-model / --hint: rollouts with context are sampled with --backend "
+                                          "hf only"),
+    "distill": Scale(("hf",), False, "distillation samples with the HF backend only"),
+}
 
 
 @dataclass(frozen=True)
-class PasskOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
-    n: int = 16
-    ks: tuple[int, ...] = (1, 2, 4, 8, 16)
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 256
-    seed: int = 0
-    limit: int | None = 50
-    batch_size: int = 64
-    confidence: float = 0.95
-    n_boot: int = 1000
-    logprobs: int = 20  # with backend vllm: top-k log-probs per token for the entropy bound
+class ScaleOptions(Options):
+    backend: str = option("hf", "hf (transformers, exact entropy) or vllm (a vLLM engine on the GPU; entropy is a "
+                          "top-k lower bound); vllm needs the 'vllm' extra.", choices=BACKENDS)
+    ray_workers: int = option(0, "Ray actors, each holding a model replica (0 = no Ray); needs the 'ray' extra.",
+                              min=0, identity=False)
+    ray_address: str | None = option(None, "Join this Ray cluster (e.g. auto, ray://host:10001) instead of starting a "
+                                     "local one.", identity=False)
+    threads: int = option(0, "CPU threads that compute, per model replica (0 = torch's default; with Ray: cores // "
+                          "workers). "
+                          "Recorded: float results depend on it.", min=0, identity=False)
 
     @property
     def uses_ray(self) -> bool:
         return bool(self.ray_workers or self.ray_address)
 
+    def scale(self) -> Scale:
+        """This command's row of SCALE (a class with variants picks its key)."""
+        return SCALE[self.kind]
 
-def check_backend(backend: str, *, ray: bool, device: str | None = None) -> None:
-    """hf or vllm; vLLM spreads over GPUs itself, so it is refused with Ray workers, and it
-    needs a GPU (`device` resolved, when known)."""
-    if backend not in BACKENDS:
-        raise UsageError(f"--backend {backend}: choose {' or '.join(BACKENDS)}")
-    if backend == "vllm" and ray:
-        raise UsageError("--backend vllm spreads over GPUs itself; drop --ray-workers/--ray-address")
-    if backend == "vllm" and device is not None and not device.startswith("cuda"):
-        raise UsageError(f"--backend vllm runs on a GPU; got --device {device} (use --device cuda)")
+    def _checks(self) -> None:
+        rule = self.scale()
+        if self.backend == "vllm" and self.uses_ray:
+            raise OptionError("backend", "vllm", "vLLM spreads over GPUs itself; drop --ray-workers/--ray-address")
+        if self.backend not in rule.backends:
+            raise OptionError("backend", self.backend, rule.why)
+        if self.uses_ray and not rule.ray:
+            raise OptionError("ray_workers", self.ray_workers or self.ray_address, rule.why)
 
 
-def check_finite(opts) -> None:
-    """Every float option is a number: NaN or inf would pass range checks and poison run.json."""
-    for f in fields(opts):
-        value = getattr(opts, f.name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise UsageError(f"--{f.name.replace('_', '-')} {value}: give a finite number")
+def check_device(backend: str, device: str) -> None:
+    """vLLM runs on a GPU: checked once the device is resolved."""
+    if backend == "vllm" and not str(device).startswith("cuda"):
+        raise OptionError("device", device, "--backend vllm runs on a GPU (use --device cuda)")
+
+
+# ---------------------------------------------------------------- evalkit passk
+
+
+@dataclass(frozen=True)
+class PasskOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
+    kind: ClassVar[str] = "passk"
+
+    n: int = option(16, "Samples per problem.", min=1)
+    ks: tuple[int, ...] = option((1, 2, 4, 8, 16), "Comma-separated k values, each <= n.", each={"min": 1}, name="k")
+    temperature: float = option(1.0, "Sampling temperature; 0 = greedy.", min=0)
+    top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off. top_k is never applied.", above=0, max=1)
+    max_new_tokens: int = option(256, "Generation length cap per completion.", min=1)
+    seed: int = option(0, "Run seed; every (seed, problem, sample) or (seed, step) gets its own stream.", min=0)
+    limit: int | None = option(50, "Use the first N problems of the task (None = all).", min=1)
+    batch_size: int = option(64, "Sequences per forward pass (decoded together); sets the fixed chunk of "
+                             "batch_size//n problems.", min=1)
+    confidence: float = option(0.95, "Confidence level of the intervals.", above=0, below=1)
+    n_boot: int = option(1000, "Bootstrap resamples.", min=1)
+    logprobs: int = option(20, "With --backend vllm: top-k log-probs per token for the entropy bound.", min=1)
+
+    def _checks(self) -> None:
+        if not self.ks:
+            raise OptionError("k", "", "give at least one k, e.g. --k 1,2,4")
+        if bad := [k for k in self.ks if k > self.n]:
+            raise OptionError("k", bad, f"every k must be between 1 and n = {self.n}")
+
+    def cost(self, problems: int) -> dict:
+        """What a run over `problems` problems generates at most."""
+        return {"completions": problems * self.n, "tokens": problems * self.n * self.max_new_tokens}
+
+
+# ---------------------------------------------------------------- the sample reports
+
+
+@dataclass(frozen=True)
+class EntropyOptions(Options):
+    fit: bool = option(False, "Fit Cui et al.'s R = -a*exp(H) + b over the runs.")
+
+
+@dataclass(frozen=True)
+class LengthOptions(Options):
+    quantiles: int = option(4, "Length buckets (quantiles) for accuracy by length.", min=1)
+
+
+@dataclass(frozen=True)
+class GroupsOptions(Options):
+    group_sizes: tuple[int, ...] = option((2, 4, 8, 16), "Group sizes G to tabulate.", each={"min": 2})
+    target: float = option(0.5, "Informative share to find the smallest group size for.", above=0, below=1)

@@ -9,7 +9,7 @@ run recomputes exactly the chunks it had and draws bitwise the same samples
 The runner is picked from the options, in `pick_executor`: `LocalChunks` (one
 model replica in this process), Ray actors (`ray_workers` / `ray_address`,
 evalkit.scale.ray_passk) or a vLLM engine (`backend="vllm"`,
-evalkit.scale.vllm_backend); `check_backend` refuses the combinations that do
+evalkit.scale.vllm_backend); evalkit.options' SCALE table refuses the combinations that do
 not go together. Executors may return chunks in any order; the driver grades
 and appends what it does not already have.
 """
@@ -23,35 +23,10 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from evalkit.chunks import LocalChunks, chunk_problems, cpu_threads
-from evalkit.errors import UsageError
-from evalkit.options import PasskOptions, check_backend, check_finite
-from evalkit.runstore import RunDir, check_writable
+from evalkit.options import PasskOptions, check_device
+from evalkit.rundir import RunDir, check_writable
 
 __all__ = ["PasskOptions", "run_passk", "summarize", "pick_executor"]
-
-
-def validate(opts: PasskOptions) -> None:
-    if opts.n < 1:
-        raise UsageError(f"--n {opts.n}: need at least 1 sample per problem")
-    if not opts.ks:
-        raise UsageError("--k: give at least one k, e.g. --k 1,2,4")
-    bad = [k for k in opts.ks if k < 1 or k > opts.n]
-    if bad:
-        raise UsageError(f"--k {','.join(map(str, bad))}: every k must be between 1 and --n {opts.n}")
-    if opts.limit is not None and opts.limit < 1:
-        raise UsageError(f"--limit {opts.limit}: need at least 1 problem")
-    if opts.batch_size < 1 or opts.max_new_tokens < 1:
-        raise UsageError("--batch-size and --max-new-tokens must be at least 1")
-    if opts.temperature < 0 or not 0 < opts.top_p <= 1:
-        raise UsageError("--temperature must be >= 0 and --top-p in (0, 1]")
-    if opts.threads < 0:
-        raise UsageError(f"--threads {opts.threads}: give 1 or more (0 = torch's default)")
-    if opts.ray_workers < 0:
-        raise UsageError(f"--ray-workers {opts.ray_workers}: give 1 or more (0 = no Ray)")
-    if opts.backend == "vllm" and opts.logprobs < 1:
-        raise UsageError(f"--logprobs {opts.logprobs}: need at least 1 for the entropy bound (vLLM default cap: 20)")
-    check_finite(opts)
-    check_backend(opts.backend, ray=opts.uses_ray)
 
 
 def pick_executor(opts: PasskOptions) -> tuple[PasskOptions, Callable]:
@@ -81,11 +56,11 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     set aside in samples.rejected.jsonl and those samples drawn again.
     """
     from evalkit.grading import Grader
-    from evalkit.models import resolve_device, resolve_model, weights_hash
+    from evalkit.models import identity, resolve_device, resolve_model
     from evalkit.sampling import render_prompt
     from evalkit.tasks import grader_version, load_task
 
-    validate(opts)
+    opts.validate()
     check_writable(out)
     if executor is None:
         opts, executor = pick_executor(opts)
@@ -93,10 +68,9 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     problems = task.problems[: opts.limit] if opts.limit else task.problems
     ref = resolve_model(opts.model)
     device = resolve_device(opts.device)
-    model_identity = {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": opts.dtype}
+    model_identity = identity(ref, opts.dtype)
     chunks = chunk_problems(problems, opts)
-    if opts.backend == "vllm":
-        check_backend(opts.backend, ray=False, device=device)
+    check_device(opts.backend, device)
     ex = executor(ref, opts, device)  # fails before out is touched
     try:
         settings = {
@@ -161,7 +135,8 @@ def _record(problem, sample_index: int, text: str, sample, grade) -> dict:
 
 def summarize(records: list[dict], opts: PasskOptions, problems, settings: dict) -> dict:
     """Per-k estimates with intervals and outcome counts from stored samples."""
-    from evalkit.runstore import frame_records, record_options, versions
+    from evalkit.jsonio import frame_records
+    from evalkit.records import record_options, versions
     from metrics.passk import passk_table
 
     per_problem: dict[str, Counter] = {p.id: Counter() for p in problems}

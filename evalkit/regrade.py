@@ -29,17 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.runstore import (
-    SAMPLES,
-    SETTINGS,
-    SUMMARY,
-    FolderLock,
-    append_jsonl,
-    check_writable,
-    upgrade,
-    write_atomic,
-    write_json_atomic,
-)
+from evalkit.jsonio import append_jsonl, write_atomic, write_json_atomic
+from evalkit.locks import FolderLock
+from evalkit.options import GradingOptions
+from evalkit.records import upgrade
+from evalkit.rundir import SAMPLES, SETTINGS, SUMMARY, check_writable
 
 __all__ = ["run_regrade", "Regraded"]
 
@@ -56,13 +50,13 @@ class Regraded:
     compared: dict | None = None  # the grader audit's entry (evalkit.grader_compare), with --compare
 
 
-def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, grade_timeout: float = 10.0,
+def run_regrade(run: Path, out: Path | None = None, grading: GradingOptions = GradingOptions(), *,
                 progress: Callable | None = None, compare: str | None = None) -> Regraded:
     """Regrade `run` into `out` (default: in place); resumable. With `compare`, grade it also
     with that grader and write the disagreement table (evalkit.grader_compare)."""
     from evalkit.grading import Grader
     from evalkit.passk import summarize
-    from evalkit.runstore import RunDir
+    from evalkit.rundir import RunDir
     from evalkit.tasks import graded_by, grader_version, load_task_identity
 
     run, dest = Path(run), Path(out or run)
@@ -86,7 +80,7 @@ def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, 
     todo = [r for r in records if (r["problem_id"], r["sample_index"]) not in done]
     if progress:
         progress(len(done), len(records))
-    with Grader(task.spec, workers=grader_workers, deadline=grade_timeout) as grader:
+    with Grader(task.spec, workers=grading.grader_workers, deadline=grading.grade_timeout) as grader:
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
             grades = grader.grade([(r["completion"], by_id[r["problem_id"]]) for r in batch])
@@ -118,9 +112,7 @@ def run_regrade(run: Path, out: Path | None = None, *, grader_workers: int = 2, 
     compared = None
     if compare is not None:
         from evalkit.grader_compare import compare_graders
-
-        compared = compare_graders(dest, regraded, by_id, task.spec, new_settings["grader"], compare,
-                                   workers=grader_workers, deadline=grade_timeout, progress=progress)
+        compared = compare_graders(dest, regraded, by_id, task.spec, compare, grading, progress=progress)
     return Regraded(summary, previous, dict(changed), torn, compared)
 
 

@@ -35,7 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "SamplingConfig", "Sample", "derive_seed", "sample_seed", "render_prompt", "sample_chunk",
+    "SamplingConfig", "Sample", "derive_seed", "sample_seed", "render_prompt", "sample_chunk", "sample_texts",
+    "sample_problems",
     "stop_token_ids", "eos_ids", "decode_completion",
 ]
 
@@ -93,6 +94,20 @@ def render_prompt(tokenizer, user_text: str) -> str:
         messages = [{"role": "user", "content": user_text}]
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     return user_text
+
+
+def sample_texts(model, tokenizer, texts: Sequence[str], ids: Sequence[str], cfg: SamplingConfig, *,
+                 stop_ids: Sequence[int], rendered: bool = False) -> list[Sample]:
+    """cfg.n samples of each user text, rendered with the chat template first (unless
+    `rendered`); `ids` seed them (sample j of text i draws from (cfg.seed, ids[i], j))."""
+    prompts = list(texts) if rendered else [render_prompt(tokenizer, t) for t in texts]
+    return sample_chunk(model, tokenizer, prompts, list(ids), cfg, stop_ids=stop_ids)
+
+
+def sample_problems(model, tokenizer, problems, cfg: SamplingConfig, *, stop_ids: Sequence[int]) -> list[Sample]:
+    """cfg.n samples of each problem's prompt (rendered), seeded by the problem's id."""
+    return sample_texts(model, tokenizer, [p.prompt for p in problems], [p.id for p in problems], cfg,
+                        stop_ids=stop_ids)
 
 
 def decode_completion(tokenizer, token_ids) -> str:

@@ -6,7 +6,7 @@
 
 Echo-GRPO (Lee et al.): off-policy traces reach the GRPO loss with tokens the policy finds
 unlikely, and the ratio clip cuts exactly those. Per trace token, teacher-forced
-(evalkit.teacher.score_positions, one forward pass per batch and model): the policy's
+(evalkit.forced.score_positions, one forward pass per batch and model): the policy's
 log-probability of the token, its exact entropy, and with a behaviour probability (stored
 `logprobs` in the JSONL, or `--behaviour MODEL`) the ratio `r = pi_policy / pi_behaviour`.
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.options import ModelOptions
+from evalkit.options import ModelOptions, option
 
 __all__ = ["TracesOptions", "run_traces", "read_traces", "answer_token_mask"]
 
@@ -36,21 +36,21 @@ HIST_EDGES = [-12.0, -8.0, -6.0, -4.0, -3.0, -2.0, -1.5, -1.0, -0.5, -0.2, 0.0] 
 
 @dataclass(frozen=True)
 class TracesOptions(ModelOptions):  # model: the policy
-    traces: str = ""  # JSONL of prompt/completion (optional logprobs), or a passk run folder
-    behaviour: str | None = None  # the model that wrote the traces, to score them under it
-    raw_prompt: bool = False
-    eps_low: float = 0.2
-    eps_high: float = 0.2
-    own_samples: int = 1  # policy samples per prompt for the idiolect gap (0: skip)
-    least: int = 20
-    batch_size: int = 8
-    seed: int = 0
-    n_boot: int = 2000
+    traces: str = option("", "JSONL of prompt/completion (optional logprobs), or a passk run folder.")
+    behaviour: str | None = option(None, "The model that wrote the traces, to score them under it.")
+    raw_prompt: bool = option(False, "Prompts are already rendered; skip the chat template.")
+    eps_low: float = option(0.2, "Lower clip epsilon of the ratio a GRPO/PPO loss would clip.", min=0, below=1)
+    eps_high: float = option(0.2, "Upper clip epsilon.", min=0)
+    own_samples: int = option(1, "Policy samples per prompt for the idiolect gap (0: skip).", min=0)
+    least: int = option(20, "Least likely tokens listed.", min=0)
+    batch_size: int = option(8, "Sequences per forward pass.", min=1)
+    seed: int = option(0, "Seed of the policy's own samples.", min=0)
+    n_boot: int = option(2000, "Bootstrap resamples of the idiolect gap.", min=1)
 
 
 def read_traces(source: str) -> list[dict]:
     """Records {prompt, completion, [logprobs], [outcome]} from a JSONL file or a passk run folder."""
-    from evalkit.teacher import read_samples_file, records_of_run
+    from evalkit.forced import read_samples_file, records_of_run
 
     path = Path(source)
     if not source:
@@ -65,10 +65,11 @@ def read_traces(source: str) -> list[dict]:
 
 def run_traces(opts: TracesOptions, out: Path | None = None, *, progress: Callable | None = None) -> dict:
     """Score the traces under the policy (and behaviour); returns traces.json's content."""
-    from evalkit.models import load_model, resolve_device, resolve_model, weights_hash
-    from evalkit.runstore import check_writable
+    from evalkit.models import identity as model_identity
+    from evalkit.models import load_model, resolve_device, resolve_model
+    from evalkit.rundir import check_writable
 
-    _validate(opts)
+    opts.validate()
     check_writable(out)
     records = read_traces(opts.traces)
     device = resolve_device(opts.device)
@@ -81,23 +82,13 @@ def run_traces(opts: TracesOptions, out: Path | None = None, *, progress: Callab
     tick = progress("scoring traces", len(samples)) if progress else None
     scored = _score(models, samples, opts, tick)
     own = _own_nll(policy, tok, records, samples, opts, progress) if opts.own_samples else None
-    identity = {"name": policy_ref.name, "sha256": weights_hash(policy_ref.path), "dtype": opts.dtype}
+    identity = model_identity(policy_ref, opts.dtype)
     report = summarize(records, samples, scored, behaviour_logp, own, tok, opts)
     report = {"kind": "traces", "policy": identity, "traces": opts.traces,
               "behaviour": opts.behaviour or ("stored logprobs" if behaviour_logp else None), **report}
     if out is not None:
         write_outputs(report, Path(out))
     return report
-
-
-def _validate(opts: TracesOptions) -> None:
-    from evalkit.options import check_finite
-
-    check_finite(opts)
-    if opts.eps_low < 0 or opts.eps_high < 0 or opts.eps_low >= 1:
-        raise UsageError("--eps-low must be in [0, 1) and --eps-high >= 0")
-    if opts.own_samples < 0 or opts.least < 0 or opts.batch_size < 1:
-        raise UsageError("--own-samples and --least must be >= 0, --batch-size >= 1")
 
 
 def _behaviour(opts: TracesOptions, policy, tok, device):
@@ -117,7 +108,7 @@ def _forced(tok, records: list[dict], raw_prompt: bool) -> list:
     """Teacher-forced samples of the traces' generated tokens (no stop token: its id is unknown)."""
     from dataclasses import replace
 
-    from evalkit.teacher import forced_from_records
+    from evalkit.forced import forced_from_records
 
     return [replace(s, stopped=False) for s in forced_from_records(tok, records, raw_prompt=raw_prompt)]
 
@@ -148,7 +139,7 @@ def _token_stats(sample, rows) -> dict:
 
 
 def _score(models, samples, opts: TracesOptions, tick) -> list[dict]:
-    from evalkit.teacher import score_positions
+    from evalkit.forced import score_positions
 
     return score_positions(models, samples, _token_stats, max_batch=opts.batch_size, on_batch=tick)
 
@@ -157,8 +148,8 @@ def _own_nll(policy, tok, records, samples, opts: TracesOptions, progress) -> di
     """The policy's own NLL per token on each trace prompt: `own_samples` completions at T = 1."""
     import numpy as np
 
-    from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk, stop_token_ids
-    from evalkit.teacher import ForcedSample
+    from evalkit.forced import ForcedSample
+    from evalkit.sampling import SamplingConfig, render_prompt, sample_texts, stop_token_ids
 
     prompts = sorted({r["prompt"] for r in records})
     length = max(1, max(len(s.completion_ids) for s in samples))
@@ -170,7 +161,7 @@ def _own_nll(policy, tok, records, samples, opts: TracesOptions, progress) -> di
     for start in range(0, len(prompts), opts.batch_size):
         part = prompts[start : start + opts.batch_size]
         rendered = [p if opts.raw_prompt else render_prompt(tok, p) for p in part]
-        for s in sample_chunk(policy, tok, rendered, part, cfg, stop_ids=stop):
+        for s in sample_texts(policy, tok, rendered, part, cfg, stop_ids=stop, rendered=True):
             ids = tuple(tok(rendered[s.problem_index], add_special_tokens=False)["input_ids"])
             forced.append((part[s.problem_index], ForcedSample(ids, s.token_ids, False, 1.0)))
         if tick:
@@ -280,7 +271,7 @@ def write_outputs(report: dict, out: Path) -> list[Path]:
     """traces.json, traces_per_trace.csv and traces_least_likely.csv in `out`."""
     import pandas as pd
 
-    from evalkit.runstore import write_atomic, write_json_atomic
+    from evalkit.jsonio import write_atomic, write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "traces.json", report)

@@ -7,7 +7,7 @@ that need the whole files skip with the reason when the folder is absent; the MA
 are not plain integers (1903 of 5000) ship in `tests/data/benchmarks/math_golds.jsonl` (the
 same source) so the hard cases run everywhere.
 
-The MATH reference solutions that cannot be credited are listed (README, grading limits):
+The MATH reference solutions that cannot be credited are listed (docs/grading.md, limits):
 each boxes several answers and the dataset's gold is only the last box, while evalkit reads
 boxes joined by "and" / "or" as one answer, the set of them.
 """

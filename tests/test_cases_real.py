@@ -8,8 +8,8 @@ currency, percent, shorthand, several boxes, equations, sets and intervals, unit
 answers, reasoning models' `<think>` / `<|begin_of_thought|>`, unfinished outputs, ...).
 The grades were given by reading, without running any grader.
 
-The rows below are known limits of the grading contract (README "What counts as an
-answer"): evalkit's grade differs from the hand grade, for the reason given. The test
+The rows below are known limits of the grading contract (docs/grading.md, "Limits"):
+evalkit's grade differs from the hand grade, for the reason given. The test
 checks that they still differ, so the list stays true.
 """
 

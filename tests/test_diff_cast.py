@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from test_diff import CONFIG, SHAPES, save, write_st
+from helpers.checkpoints import CONFIG, SHAPES, save, write_st
 from typer.testing import CliRunner
 
 from evalkit.diff import DiffOptions, diff_checkpoints
@@ -129,4 +129,4 @@ def test_cli_as_dtype_recorded_and_checked(fp32_and_bf16, tmp_path):
     assert summary["options"]["as_dtype"] == "bfloat16"
     assert summary["updates"]["other"]["overall"]["changed_bits"] == 6
     res = CliRunner().invoke(app, ["diff", str(base_dir), str(other), "--as-dtype", "fp8"])
-    assert res.exit_code == 2 and "bfloat16, float16, float32" in res.output
+    assert res.exit_code == 2 and "choose bfloat16, float16 or float32" in res.output

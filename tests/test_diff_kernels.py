@@ -4,7 +4,7 @@ planted bf16, fp16 and fp32 checkpoints with NaN, Inf, signed zeros and odd chun
 
 import numpy as np
 import pytest
-from test_diff import CONFIG, SHAPES, write_st
+from helpers.checkpoints import CONFIG, SHAPES, write_st
 
 from evalkit import diff_ckernel
 from evalkit import diff_kernels as K
@@ -127,7 +127,7 @@ def test_unknown_kernel_option_is_a_usage_error(tmp_path):
 
     base = awkward(0)
     dirs = [save(tmp_path / k, v, "BF16") for k, v in (("b", base), ("o", update(base, 1)))]
-    with pytest.raises(UsageError, match="choose auto, c, numba, numpy"):
+    with pytest.raises(UsageError, match="choose auto, c, numba or numpy"):
         diff_checkpoints(dirs, DiffOptions(kernel="cuda"))
 
 

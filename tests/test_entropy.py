@@ -60,8 +60,8 @@ def tiny(tiny_model):
 
 @pytest.mark.parametrize("temperature", [1.0, 0.6, 0.0])
 def test_teacher_forced_entropy_equals_sampler_entropy(tiny, temperature):
+    from evalkit.forced import ForcedSample, forced_from_records, teacher_entropy
     from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk, stop_token_ids
-    from evalkit.teacher import ForcedSample, forced_from_records, teacher_entropy
 
     model, tok = tiny
     users = ["What is 3 + 4?", "Add 12 and 30, please. Then say why."]

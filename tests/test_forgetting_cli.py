@@ -33,7 +33,7 @@ def mc_file(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def other_model(tmp_path_factory):
-    from tinymodel import make_tiny_model
+    from helpers.tinymodel import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("other") / "model", seed=1)
 
@@ -41,7 +41,7 @@ def other_model(tmp_path_factory):
 def _run(base, model, out, mc_file, *extra):
     args = [str(base), str(model), "--suite", "letter_counting", "--mc-file", f"tinymc={mc_file}",
             "--limit", "3", "--max-new-tokens", "6", "--train-task", "arith", "--kl-prompts", "3",
-            "--kl-max-new-tokens", "4", "--device", "cpu", "--timeout", "60", "--out", str(out), *extra]
+            "--kl-max-new-tokens", "4", "--device", "cpu", "--grade-timeout", "60", "--out", str(out), *extra]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     report = json.loads((out / "forgetting.json").read_text())
@@ -56,7 +56,7 @@ def test_model_against_itself_shows_no_difference(tiny_model, mc_file, tmp_path)
         assert row["difference"] == row["ci_low"] == row["ci_high"] == 0.0
         assert (row["mcnemar"]["b"], row["mcnemar"]["c"], row["mcnemar"]["p_value"]) == (0, 0, 1.0)
     assert report["kl"]["status"] == "computed" and report["kl"]["kl_sequence"] == 0.0
-    assert report["models"]["base"]["weights_hash"] == report["models"]["model"]["weights_hash"]
+    assert report["models"]["base"]["sha256"] == report["models"]["model"]["sha256"]
     assert report["verdict"].startswith("NO SIGNIFICANT CHANGE")
     assert len(items) == 3 + len(MC_ROWS)
     for i in items:
@@ -67,7 +67,7 @@ def test_model_against_itself_shows_no_difference(tiny_model, mc_file, tmp_path)
 def test_different_model_shows_differences(tiny_model, other_model, mc_file, tmp_path):
     _, report, items = _run(tiny_model, other_model, tmp_path / "diff", mc_file)
     assert report["kl"]["kl_sequence"] > 0 and report["kl"]["kl_sequence_se"] is not None
-    assert report["models"]["base"]["weights_hash"] != report["models"]["model"]["weights_hash"]
+    assert report["models"]["base"]["sha256"] != report["models"]["model"]["sha256"]
     gen = [i for i in items if i["benchmark"] == "letter_counting"]
     assert any(i["base_completion"] != i["model_completion"] for i in gen)
     choice = [i for i in items if i["benchmark"] == "tinymc"]

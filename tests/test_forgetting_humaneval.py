@@ -168,7 +168,7 @@ ROOT = os.geteuid() == 0
 
 def _forgery_guard(name: str, guard: str) -> None:
     # Not root, the completion keeps the caller's uid: without the guard it could reach the
-    # caller's other processes (that is the README's stated limit), so those rows are not run.
+    # caller's other processes (docs/reliability.md, "Not guaranteed"), so those rows are not run.
     if not ROOT and guard == "unguarded" and ("killed" in name or "/proc" in name):
         pytest.skip("without a throw-away uid (not root) the guard is what keeps other processes safe")
     if not ROOT and "/proc" in name:

@@ -29,7 +29,7 @@ class Bigram(torch.nn.Module):
 
 @pytest.fixture(scope="module")
 def bigram():
-    from tinymodel import make_tokenizer
+    from helpers.tinymodel import make_tokenizer
 
     tok = make_tokenizer()
     ids = tok.get_vocab()

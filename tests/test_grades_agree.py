@@ -11,7 +11,7 @@ from fractions import Fraction
 from math import comb
 
 import pytest
-from test_report_helpers import QUESTIONS, edit_model, task_file
+from helpers.report_runs import QUESTIONS, edit_model, task_file
 
 from evalkit.passk import PasskOptions, run_passk
 

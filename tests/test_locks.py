@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from evalkit.cli import app
 from evalkit.errors import UsageError
-from evalkit.runstore import FolderLock
+from evalkit.locks import FolderLock
 
 runner = CliRunner()
 FAST = ["--n", "2", "--k", "1,2", "--limit", "2", "--max-new-tokens", "4", "--batch-size", "4"]
@@ -24,7 +24,7 @@ FAST = ["--n", "2", "--k", "1,2", "--limit", "2", "--max-new-tokens", "4", "--ba
 @contextlib.contextmanager
 def held_by_another_process(folder: Path):
     """A child process holding the folder's lock; yields its pid."""
-    code = ("import sys, time; from evalkit.runstore import FolderLock; lock = FolderLock(sys.argv[1]); "
+    code = ("import sys, time; from evalkit.locks import FolderLock; lock = FolderLock(sys.argv[1]); "
             "print('locked', flush=True); time.sleep(120)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
     try:
@@ -60,17 +60,28 @@ def test_regrade_and_study_take_the_same_lock(tmp_path):
     assert result.exit_code == 2 and "being written by process" in result.output
 
 
+def _another_process_can_lock(folder: Path) -> bool:
+    code = "import sys; from evalkit.locks import FolderLock; FolderLock(sys.argv[1]).release()"
+    return subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True).returncode == 0
+
+
 def test_within_one_process_a_folder_can_be_reopened(tmp_path):
-    first = FolderLock(tmp_path / "f")
-    second = FolderLock(tmp_path / "f")  # e.g. a run resumed by the process that holds it
+    folder = tmp_path / "f"
+    first = FolderLock(folder)
+    second = FolderLock(folder)  # e.g. a run resumed by the process that holds it
+    assert first.held and second.held
     second.release()
+    assert not _another_process_can_lock(folder)  # one holder left: still held
     first.release()
-    FolderLock(tmp_path / "f").release()  # released: free for the next holder
+    assert _another_process_can_lock(folder)  # every holder released: free for the next one
+    again = FolderLock(folder)
+    assert again.held
+    again.release()
 
 
 def test_the_lock_dies_with_a_killed_process(tmp_path):
     folder = tmp_path / "held"
-    code = ("import sys, time; from evalkit.runstore import FolderLock; lock = FolderLock(sys.argv[1]); "
+    code = ("import sys, time; from evalkit.locks import FolderLock; lock = FolderLock(sys.argv[1]); "
             "print('locked', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "locked"

@@ -19,7 +19,7 @@ FIXTURE = Path(__file__).parent / "data" / "pre28"
 
 @pytest.fixture
 def old_runs(tmp_path, monkeypatch):
-    from tinymodel import make_tiny_model
+    from helpers.tinymodel import make_tiny_model
 
     from evalkit.models import weights_hash
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.runstore import SCHEMA_VERSION, upgrade
+from evalkit.records import SCHEMA_VERSION, upgrade
 
 RESULTS = Path(__file__).parents[1] / "results"
 

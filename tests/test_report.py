@@ -17,7 +17,7 @@ import shutil
 import pandas as pd
 import pytest
 import typer
-from test_report_helpers import build_all
+from helpers.report_runs import build_all
 from typer.testing import CliRunner
 
 from analyses.report import build_report

@@ -19,7 +19,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from test_report_helpers import build_all
+from helpers.report_runs import build_all
 
 from analyses.report import build_report
 

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from evalkit.errors import UsageError
-from evalkit.runstore import RunDir
+from evalkit.rundir import RunDir
 
 ARGS = ["--n", "3", "--k", "1,3", "--limit", "40", "--max-new-tokens", "24", "--batch-size", "3"]
 
@@ -29,6 +29,7 @@ def keyed(path):
     return {(r["problem_id"], r["sample_index"]): r for r in records}, len(records)
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted(tiny_model, tmp_path):
     whole = tmp_path / "whole"
     assert cli(tiny_model, whole).returncode == 0

@@ -58,6 +58,7 @@ def test_two_workers_give_the_one_process_samples(cluster, tiny_model, tmp_path,
     assert json.loads((out / "run.json").read_text())["cpu_threads"] == 1
 
 
+@pytest.mark.slow
 def test_interrupted_run_resumes_on_ray_through_a_killed_worker(cluster, tiny_model, tmp_path, reference):
     """One process writes 2 chunks and stops; Ray resumes it, and worker 0 is
     SIGKILLed after the next chunk is written: it is replaced, its chunks redone."""
@@ -113,7 +114,7 @@ def digit_task(tmp_path_factory):
     """(model folder, task file): a tiny model trained to answer random digits, and a
     task whose answer is its second-likeliest digit, so ES members' rewards differ."""
     import torch
-    from tinymodel import make_tiny_model
+    from helpers.tinymodel import make_tiny_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     root = tmp_path_factory.mktemp("digit")

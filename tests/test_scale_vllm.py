@@ -9,43 +9,18 @@ import importlib.util
 import json
 import math
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from helpers.fake_vllm import CompletionOutput, FakeSamplingParams, Logprob, RequestOutput  # noqa: E402
 
 from evalkit.errors import UsageError
 from evalkit.passk import PasskOptions, run_passk
 from evalkit.sampling import SamplingConfig, sample_seed
 from evalkit.scale import vllm_backend as vb
-
-
-@dataclass
-class Logprob:  # vllm.sequence.Logprob
-    logprob: float
-    rank: int | None = None
-    decoded_token: str | None = None
-
-
-@dataclass
-class CompletionOutput:  # vllm.outputs.CompletionOutput
-    index: int
-    text: str
-    token_ids: list[int]
-    cumulative_logprob: float | None
-    logprobs: list[dict[int, Logprob]] | None
-    finish_reason: str | None = None
-    stop_reason: int | str | None = None
-
-
-@dataclass
-class RequestOutput:  # vllm.outputs.RequestOutput
-    request_id: str
-    prompt: str
-    outputs: list[CompletionOutput] = field(default_factory=list)
-    finished: bool = True
 
 
 def _top(logits: np.ndarray, k: int, sampled: int) -> dict[int, Logprob]:
@@ -131,11 +106,6 @@ class FakeLLM:
             lps = [{t: Logprob(-0.5, 1, digit), t + 1: Logprob(-1.5, 2, "z")} for t in ids]
             outs.append(RequestOutput(str(r), prompt, [CompletionOutput(0, digit, ids, -1.0, lps, "stop")]))
         return outs
-
-
-class FakeSamplingParams:
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
 
 
 def test_passk_with_a_vllm_shaped_engine_labels_entropy_as_a_bound(tiny_model, tmp_path):

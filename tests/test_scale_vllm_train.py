@@ -29,7 +29,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_scale_vllm import CompletionOutput, FakeSamplingParams, Logprob, RequestOutput  # noqa: E402
+from helpers.fake_vllm import CompletionOutput, FakeSamplingParams, Logprob, RequestOutput  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from evalkit.cli_train import train_app  # noqa: E402
@@ -183,7 +183,7 @@ def test_groups_hold_exactly_the_engine_tokens_and_the_scorer_rewards(tiny_model
     from evalkit.models import load_model
     from evalkit.sampling import render_prompt, stop_token_ids
     from evalkit.train.common import load_training_task
-    from evalkit.train.grpo import _sample_groups
+    from evalkit.train.grpo import Policy, _sample_groups
 
     opts = _opts(tiny_model, max_new_tokens=3)
     model, tok = load_model(SimpleNamespace(name="tiny", path=str(tiny_model)))
@@ -191,7 +191,7 @@ def test_groups_hold_exactly_the_engine_tokens_and_the_scorer_rewards(tiny_model
     engine = vllm_train.VllmPolicySampler(str(tiny_model), opts, tok, stop, "cuda")
     problems = list(load_training_task("arith", 12, 0, "{}").problems[:3])
     with Grader(load_training_task("arith", 12, 0, "{}").spec, workers=1) as grader:
-        groups, samples = _sample_groups(None, tok, grader, problems, opts, 11, stop, engine.sample)
+        groups, samples = _sample_groups(Policy(None, tok, grader, tuple(stop), opts, engine.sample), problems, 11)
     outputs = iter(engine.llm.outputs)
     finishes = set()
     for i, group in enumerate(groups):
@@ -415,11 +415,21 @@ def test_es_cpu_and_missing_vllm_are_refused_before_the_run_folder(tiny_model, t
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-def test_es_hf_run_keeps_backend_out_of_run_json(tiny_model, tmp_path):
+def test_es_run_written_before_the_backend_option_resumes(tiny_model, tmp_path):
+    """ES run.json of evalkit 0.1 had no `backend`: records.upgrade gives it hf, so the
+    old run resumes (and is extended) instead of being refused as another run."""
     from evalkit.train.es import run_es
 
-    run_es(_es_opts(tiny_model, backend="hf", iterations=1, population=2, prompts_per_iteration=1), tmp_path / "r")
-    assert "backend" not in json.loads((tmp_path / "r" / "run.json").read_text())["options"]
+    opts = _es_opts(tiny_model, backend="hf", iterations=1, population=2, prompts_per_iteration=1)
+    run_es(opts, tmp_path / "r")
+    path = tmp_path / "r" / "run.json"
+    settings = json.loads(path.read_text())
+    assert settings["options"]["backend"] == "hf"
+    del settings["options"]["backend"]
+    settings.pop("schema_version", None)
+    path.write_text(json.dumps(settings))
+    summary = run_es(replace(opts, iterations=2), tmp_path / "r")
+    assert summary["complete"] and summary["steps"] == 2
 
 
 def _has_gpu() -> bool:

@@ -82,13 +82,13 @@ BAD = [
     (GOOD.replace("[budget]\nper_method = 16", "[budget]\nunit = \"seconds\"\nper_method = 16"), "budget.unit"),
     (GOOD + "[methods.es-grpo]\nes_share = 1.5\n", "es_share"),
     ("this is = not [toml", "not a readable TOML"),
-    (GOOD.replace("population = 2", "population = 1"), "methods.es: --population 1"),
+    (GOOD.replace("population = 2", "population = 1"), "methods.es.population 1: must be >= 2"),
     (GOOD + NEW.replace("[methods.distill]", "[methods.distil]"), "methods.distil"),
     (GOOD + NEW.replace('teacher = "smollm2-135m"\n', ""), "methods.distill.teacher is missing"),
     (GOOD + NEW.replace("samples_per_prompt = 4", "samples_per_prompt = 4\ntoken_fraction = 1.5"),
-     "methods.distill: --token-fraction 1.5"),
+     "methods.distill.token_fraction 1.5: must be <= 1"),
     (GOOD + NEW.replace("samples_per_prompt = 4", "samples_per_prompt = 4\ntoken_fraction = 0.0"),
-     "methods.distill: --token-fraction 0.0"),
+     "methods.distill.token_fraction 0.0: must be > 0"),
     (GOOD + NEW.replace("samples_per_prompt = 4", "samples_per_prompt = 4\nsteps = 3"), "budget: the methods spend"),
     (GOOD + NEW.replace("samples_per_prompt = 4", 'samples_per_prompt = 4\nbackend = "vllm"'),
      "methods.distill.backend vllm"),
@@ -96,7 +96,7 @@ BAD = [
     (GOOD + NEW.replace("guided_rollouts = 1\n", ""), "methods.grpo-guided.guided_rollouts is missing"),
     (GOOD + NEW.replace("guide_tokens = 2", "guide_tokens = 8"), "methods.grpo-guided.guide_tokens 8"),
     (GOOD + NEW.replace("guided_rollouts = 1", "guided_rollouts = 4"), "methods.grpo-guided: --guided-rollouts 4"),
-    (GOOD + NEW.replace('hint = "all-wrong"', 'hint = "always"'), "methods.grpo-hinted: --hint always"),
+    (GOOD + NEW.replace('hint = "all-wrong"', 'hint = "always"'), "methods.grpo-hinted.hint always: choose all-wrong"),
     (GOOD + NEW.replace('hint = "all-wrong"', 'hint_fraction = 0.5'), "methods.grpo-hinted.hint is missing"),
     (GOOD + NEW.replace('hint = "all-wrong"', 'hint = "all-wrong"\nguide_tokens = 2'),
      "methods.grpo-hinted.guide_tokens: this key makes the method grpo-guided"),
@@ -104,6 +104,38 @@ BAD = [
      "methods.grpo.hint: this key makes the method grpo-hinted"),
     (GOOD + '[methods.es-grpo]\n[methods.es-grpo.grpo]\nguide_model = "smollm2-135m"\n',
      "methods.es-grpo.grpo.guide_model: this key makes the method grpo-guided"),
+    # values of every evaluation and method table, checked by the options class that runs it (issue 28)
+    (GOOD.replace("k = [1, 2]", "k = [1, 32]"), "evaluations.passk.k 32: every k must be between 1 and n = 2"),
+    (GOOD.replace("[evaluations.passk]", "[evaluations.passk]\ntemperature = -1.0"),
+     "evaluations.passk.temperature -1.0: must be >= 0"),
+    (GOOD.replace("[evaluations.passk]", "[evaluations.passk]\ntop_p = 0.0"), "evaluations.passk.top_p 0.0: must be > 0"),
+    (GOOD.replace("k = [1, 2]", "k = [0, 2]"), "evaluations.passk.k 0,2: must be >= 1"),
+    (GOOD.replace("[evaluations.passk]\nn = 2", '[evaluations.passk]\nn = "two"'), "evaluations.passk.n two: expected an integer"),
+    (GOOD.replace("[evaluations.passk]\nn = 2", "[evaluations.passk]\nn = 2.5"), "evaluations.passk.n 2.5: expected an integer"),
+    (GOOD.replace("[evaluations.passk]\nn = 2", "[evaluations.passk]\nn = [2]"), "evaluations.passk.n 2: expected an integer"),
+    (GOOD.replace("[evaluations.passk]\nn = 2", "[evaluations.passk]\nn = {a = 1}"), "evaluations.passk.n: expected an integer, got a table"),
+    (GOOD.replace("[evaluations.passk]", "[evaluations.passk]\ntemperature = nan"),
+     "evaluations.passk.temperature nan: give a finite number"),
+    (GOOD.replace("[evaluations.passk]", "[evaluations.passk]\ntemperature = inf"),
+     "evaluations.passk.temperature inf: give a finite number"),
+    (GOOD + "[evaluations.forgetting]\nlimit = -3\n", "evaluations.forgetting.limit -3: must be >= 0"),
+    (GOOD + '[evaluations.forgetting]\nsuite = "nope"\n', "unknown benchmark 'nope'"),
+    (GOOD + "[evaluations.groups]\ntarget = 2.0\n", "evaluations.groups.target 2.0: must be < 1"),
+    (GOOD + "[evaluations.groups]\ngroup_sizes = [1, 2]\n", "evaluations.groups.group_sizes 1,2: must be >= 2"),
+    (GOOD + "[evaluations.diff]\natol = -1.0\n", "evaluations.diff.atol -1.0: must be >= 0"),
+    (GOOD + '[evaluations.length]\nquantiles = "4"\n', "evaluations.length.quantiles 4: expected an integer"),
+    (GOOD + "[evaluations.entropy]\nfit = 1\n", "evaluations.entropy.fit 1: expected true or false"),
+    (GOOD.replace("population = 2", "population = 2\nsigma = -0.1"), "methods.es.sigma -0.1: must be > 0"),
+    (GOOD.replace("population = 2", 'population = "2"'), "methods.es.population 2: expected an integer"),
+    (GOOD.replace("[methods.grpo]", "[methods.grpo]\nlr = inf"), "methods.grpo.lr inf: give a finite number"),
+    (GOOD.replace("[methods.grpo]", '[methods.grpo]\nloss = "ppo"'), "methods.grpo.loss ppo: choose grpo, dapo or dr_grpo"),
+    (GOOD.replace('name = "arith"\nsize = 20', 'name = "arith"\nsize = "abc"'), "train_task.size 'abc': expected an integer"),
+    (GOOD.replace('title = "t"', "title = " + "[" * 3000 + "]" * 3000), "nested too deep"),
+    (GOOD.replace('title = "t"', "title = 3"), "title 3: expected a string"),
+    (GOOD.replace("[methods.grpo]\n", "[methods.grpo-hinted]\nhint = 3\n[methods.grpo]\n"),
+     "methods.grpo-hinted.hint 3: expected a string"),
+    (GOOD.replace('[train_task]\nname = "arith"\nsize = 20', '[train_task]\nname = "arith"\nsize = 20\n'
+                  'config = {preset = "nope"}'), "train_task"),
 ]
 
 
@@ -281,37 +313,33 @@ def test_smoke_study_runs_every_stage_and_resumes_after_a_kill(tmp_path):
 
 
 def test_a_stage_recorded_before_an_option_existed_still_counts_as_done(tmp_path):
-    """Identities leave options at their default out: a record written by an evalkit that
-    lacked an option (here: every option at its default is dropped from the record) is the
-    same stage; a recorded option with another value is a changed stage."""
+    """A study.json of an evalkit that lacked some options (no schema_version; trainers without
+    `preset`, `guide_model`, `hint`) reads through evalkit.records.upgrade as holding them at
+    their recorded defaults: the same stage. A recorded option with another value is a changed
+    stage."""
+    from evalkit.records import OPTIONS_ADDED, upgrade
     from evalkit.study import stage_status
     from evalkit.study.spec import read_spec
-    from evalkit.study.stages import identity_hash, option_defaults, plan
+    from evalkit.study.stages import plan
 
     stages = {s.name: s for s in plan(read_spec(_write(tmp_path, GOOD)))}
-    defaults = option_defaults()
-    assert defaults["preset"] is None and defaults["noise"] == "iid"
+    assert {"preset", "guide_model", "hint"} <= set(OPTIONS_ADDED[3])
 
     def old_style(identity):  # the record of an evalkit without `preset`, `guide_model`, ...
         trainers = [{k: v for k, v in t.items() if k not in ("preset", "guide_model", "hint")}
                     for t in identity.get("trainers", [])]
         return {**identity, "trainers": trainers} if trainers else identity
 
-    state = {"stages": {}}
+    old = {"kind": "study", "stages": {}}
     for name in ("heldout", "train-grpo"):
-        ident = old_style(stages[name].identity)
-        state["stages"][name] = {"identity": ident, "identity_hash": "from-an-older-evalkit", "status": "done"}
+        old["stages"][name] = {"identity": old_style(stages[name].identity), "identity_hash": "older", "status": "done"}
         (tmp_path / stages[name].out).mkdir(parents=True)
     assert "guide_model" in stages["train-grpo"].identity["trainers"][0]
-    assert stage_status(tmp_path, stages["train-grpo"], state) == "done"
-    trainer = dict(state["stages"]["train-grpo"]["identity"]["trainers"][0], lr=0.5)
-    state["stages"]["train-grpo"]["identity"]["trainers"] = [trainer]
-    assert stage_status(tmp_path, stages["train-grpo"], state) == "changed"
-    assert identity_hash({"a": 1, "preset": None}) == identity_hash({"a": 1})
-    # DistillOptions came later: its other defaults (lr 1e-5, micro_batch 4) must not make GRPO's
-    # defaults clash, or GRPO stages recorded with them would hash differently now
-    assert identity_hash({"a": 1, "lr": 1e-6, "micro_batch": 2}) == identity_hash({"a": 1})
-    assert identity_hash({"a": 1, "teacher": "", "token_fraction": 1.0}) == identity_hash({"a": 1})
+    assert "guide_model" not in old["stages"]["train-grpo"]["identity"]["trainers"][0]
+    assert stage_status(tmp_path, stages["train-grpo"], upgrade(old)) == "done"
+    trainer = dict(old["stages"]["train-grpo"]["identity"]["trainers"][0], lr=0.5)
+    old["stages"]["train-grpo"]["identity"]["trainers"] = [trainer]
+    assert stage_status(tmp_path, stages["train-grpo"], upgrade(old)) == "changed"
 
 
 def test_the_committed_seed_study_still_resumes_without_refusal():

@@ -19,7 +19,7 @@ runner = CliRunner()
 
 @pytest.fixture(scope="module")
 def setup(tiny_model, tmp_path_factory):
-    from tinymodel import make_tiny_model
+    from helpers.tinymodel import make_tiny_model
 
     from evalkit.passk import PasskOptions, run_passk
 
@@ -52,7 +52,7 @@ def _plain_logits(model_path: str, records):
 
 
 def test_token_log_probabilities_equal_a_plain_forward(setup):
-    from evalkit.teacher import records_of_run
+    from evalkit.forced import records_of_run
     from evalkit.traces import TracesOptions, run_traces
 
     report = run_traces(TracesOptions(model=setup["policy"], traces=str(setup["other_run"]), own_samples=0,
@@ -86,8 +86,8 @@ def test_another_models_traces_show_a_gap(setup):
 
 
 def test_tokens_kl_equals_a_plain_forward_and_vanishes_for_one_model(setup):
-    from evalkit.divergence import TokensOptions, run_tokens
-    from evalkit.teacher import records_of_run
+    from evalkit.forced import records_of_run
+    from evalkit.tokens import TokensOptions, run_tokens
 
     same = run_tokens(TokensOptions(model=setup["policy"], student=setup["policy"], samples=str(setup["own_run"]),
                                     device="cpu"))
@@ -132,7 +132,7 @@ def test_mismatched_tokenizers_and_stored_logprobs_are_refused(setup, tmp_path):
 
 def test_report_has_a_section_for_each(setup, tmp_path):
     from analyses.report import build_report
-    from evalkit.divergence import TokensOptions, run_tokens
+    from evalkit.tokens import TokensOptions, run_tokens
     from evalkit.traces import TracesOptions, run_traces
 
     run_traces(TracesOptions(model=setup["policy"], traces=str(setup["other_run"]), behaviour=setup["other"],

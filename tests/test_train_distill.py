@@ -14,7 +14,7 @@ from evalkit.cli import app
 
 @pytest.fixture(scope="module")
 def teacher(tiny_model, tmp_path_factory):
-    from tinymodel import make_tiny_model
+    from helpers.tinymodel import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("teacher") / "model", seed=3)
 
@@ -47,7 +47,9 @@ def test_full_fraction_step_is_the_reverse_kl_gradient(tiny_model, teacher, monk
 
     monkeypatch.setattr(common, "completion_metrics", lambda s: {})
     opts = _opts(tiny_model, teacher, micro_batch=2, max_grad_norm=1e9)
-    record = distill.distill_step(student, t_model, tok, None, load_task("arith", size=8), opts, 1, [3], opt)
+    from evalkit.train.common import Policy
+
+    record = distill.distill_step(Policy(student, tok, None, (3,), opts), t_model, load_task("arith", size=8), 1, opt)
     ours = {n: p.grad.clone() for n, p in student.named_parameters()}
     assert record["tokens_selected"] == 8 == record["tokens_total"]
 

@@ -11,7 +11,7 @@ from metrics.grpo import group_advantages, group_stats, keep_informative_groups
 
 torch = pytest.importorskip("torch")
 
-from evalkit.train.grpo import policy_loss, token_logprobs  # noqa: E402
+from evalkit.train.grpo import LossSpec, policy_loss, token_logprobs  # noqa: E402
 
 
 def test_group_advantages_trl_bessel_and_eps():
@@ -59,7 +59,8 @@ def _loss(loss_type, **kw):
                 max_completion_length=4)
     args.update(kw)
     return policy_loss(t(LOGP, dtype=torch.float64), t(OLD, dtype=torch.float64), t(ADV, dtype=torch.float64),
-                       t(MASK), **args)
+                       t(MASK), LossSpec(**{k: v for k, v in args.items() if k != "ref_logp"}),
+                       ref_logp=args.get("ref_logp"))
 
 
 def test_loss_aggregations_by_hand():
@@ -97,8 +98,8 @@ def test_kl_k3_term_with_beta():
 def test_ratio_one_gives_minus_advantage_and_no_clipping():
     logp = torch.tensor(LOGP, dtype=torch.float64, requires_grad=True)
     loss, stats = policy_loss(logp, logp.detach(), torch.tensor(ADV, dtype=torch.float64), torch.tensor(MASK),
-                              eps_low=0.2, eps_high=0.2, loss_type="grpo", num_sequences=3, num_tokens=5,
-                              max_completion_length=4)
+                              LossSpec(eps_low=0.2, eps_high=0.2, loss_type="grpo", num_sequences=3, num_tokens=5,
+                                       max_completion_length=4))
     assert float(loss.detach()) == pytest.approx(-(1.0 - 2.0 + 0.5) / 3)
     assert stats["clip_region"] == 0
     loss.backward()  # d loss / d logp = -A / (len * B) on active tokens
@@ -113,8 +114,9 @@ def test_micro_batch_shares_add_up_to_the_full_batch(loss_type):
     parts = 0.0
     for rows in ([0], [1, 2]):
         part, _ = policy_loss(t(LOGP, dtype=torch.float64)[rows], t(OLD, dtype=torch.float64)[rows],
-                              t(ADV, dtype=torch.float64)[rows], t(MASK)[rows], eps_low=0.2, eps_high=0.28,
-                              loss_type=loss_type, num_sequences=3, num_tokens=5, max_completion_length=4)
+                              t(ADV, dtype=torch.float64)[rows], t(MASK)[rows],
+                              LossSpec(eps_low=0.2, eps_high=0.28, loss_type=loss_type, num_sequences=3, num_tokens=5,
+                                       max_completion_length=4))
         parts += float(part)
     assert parts == pytest.approx(float(full), abs=1e-12)
 

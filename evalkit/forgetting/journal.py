@@ -14,7 +14,7 @@ file appears with the first finished unit, so a run refused or failed before it 
 
 On reopen a torn last line (a kill mid-write) is cut off and its unit computed again; a corrupt
 complete line is a UsageError naming the file, the line and the way out; a header with another
-identity is refused, naming the first setting that differs (`runstore.refuse_if_different`).
+identity is refused, naming the first setting that differs (`evalkit.rundir.refuse_if_different`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ import time
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.runstore import cut_torn_line, jsonl_line, plain_json, refuse_if_different, split_lines
+from evalkit.jsonio import cut_torn_line, jsonl_line, plain_json, split_lines
+from evalkit.records import upgrade
+from evalkit.rundir import refuse_if_different
 
 __all__ = ["JOURNAL", "FORMAT", "FSYNC_SECONDS", "Journal", "flatten"]
 
@@ -78,7 +80,8 @@ class Journal:
         if header.get("format") != FORMAT:
             raise UsageError(f"{self.path}: written by another evalkit (journal format {header.get('format')}, "
                              f"this one reads {FORMAT}); use another --out")
-        refuse_if_different(self.folder, flatten(header["identity"]), flatten(self.identity), ordered=True)
+        stored = upgrade(header["identity"])  # a journal of an older evalkit reads as written now
+        refuse_if_different(self.folder, flatten(stored), flatten(self.identity), ordered=True)
         cut_torn_line(self.path)
         self.records = good[1:]
 

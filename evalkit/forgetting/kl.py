@@ -1,6 +1,6 @@
 """Forward KL from the base policy to the trained one on the training task's prompts.
 
-    result = forward_kl(base, model, tokenizer, prompts, ids, samples=1, max_new_tokens=64)
+    result = forward_kl(base, model, tokenizer, prompts, ids, KLSettings(samples=1, max_new_tokens=64))
 
 Direction and estimator (RL's Razor, arXiv 2509.04259: forgetting tracks
 `E_{x ~ new task}[KL(pi_0 || pi)]`): for each prompt x, completions y are
@@ -22,10 +22,11 @@ distributions would not live on the same space.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DIRECTION", "ESTIMATOR", "tokenizer_mismatch", "token_kls", "forward_kl"]
+__all__ = ["DIRECTION", "ESTIMATOR", "KLSettings", "tokenizer_mismatch", "token_kls", "forward_kl"]
 
 DIRECTION = "KL(pi_base || pi_model), forward, nats"
 ESTIMATOR = (
@@ -48,28 +49,15 @@ def tokenizer_mismatch(base_tok, model_tok, base_model=None, model_model=None) -
     return None
 
 
-def _padded_batch(rows, pad_id: int):
+def _window_logits(model, rows, pad_id: int, keep: int):
+    """The last `keep` positions' logits of each left-padded (prompt + completion) row."""
     import torch
 
-    seqs = [list(p) + list(c) for p, c, _ in rows]
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for r, seq in enumerate(seqs):  # left padding: every sequence ends at the right edge
-        ids[r, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
-        mask[r, width - len(seq) :] = 1
-    return ids, mask
+    from evalkit.forced import forced_forward
 
-
-def _window_logits(model, ids, mask, keep: int):
-    import torch
-
-    device = next(model.parameters()).device
-    mask = mask.to(device)
     with torch.inference_mode():
-        out = model(input_ids=ids.to(device), attention_mask=mask,
-                    position_ids=(mask.cumsum(-1) - 1).clamp(min=0), logits_to_keep=keep)
-    return out.logits
+        logits, _ = forced_forward(model, [list(p) + list(c) for p, c, _ in rows], pad_id=pad_id, left=True, keep=keep)
+    return logits
 
 
 def token_kls(base, model, rows: Sequence[tuple], *, pad_id: int, batch_size: int = 8) -> list[np.ndarray]:
@@ -84,10 +72,9 @@ def token_kls(base, model, rows: Sequence[tuple], *, pad_id: int, batch_size: in
     result: list[np.ndarray] = []
     for start in range(0, len(rows), batch_size):
         part = rows[start : start + batch_size]
-        ids, mask = _padded_batch(part, pad_id)
         keep = max(len(c) for _, c, _ in part) + 1
-        lb = _window_logits(base, ids, mask, keep)
-        lm = _window_logits(model, ids, mask, keep)
+        lb = _window_logits(base, part, pad_id, keep)
+        lm = _window_logits(model, part, pad_id, keep)
         for r, (_, completion, stopped) in enumerate(part):
             m = len(completion)
             sl = slice(keep - 1 - m, keep - 1 + int(bool(stopped)))
@@ -103,10 +90,21 @@ def _mean_se(values: list[float]) -> tuple[float, float | None]:
     return float(arr.mean()), se
 
 
-def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str], *, samples: int = 1,
-               max_new_tokens: int = 64, seed: int = 0, batch_size: int = 8, on_done=None) -> dict:
+@dataclass(frozen=True)
+class KLSettings:
+    samples: int = 1  # base completions per prompt
+    max_new_tokens: int = 64
+    seed: int = 0
+    batch_size: int = 8
+
+
+def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str],
+               settings: KLSettings = KLSettings(), on_done=None) -> dict:
     """Estimate E_x[KL(pi_base || pi_model)] on `prompts` (user texts); see the module doc."""
-    from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk, stop_token_ids
+    from evalkit.sampling import SamplingConfig, render_prompt, sample_texts, stop_token_ids
+
+    samples, max_new_tokens, seed, batch_size = settings.samples, settings.max_new_tokens, settings.seed, \
+        settings.batch_size
 
     cfg = SamplingConfig(n=samples, temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens,
                          seed=seed, record_entropy=False)
@@ -115,7 +113,7 @@ def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str
     seq_kl, tok_kl, lengths, truncated = [], [], [], 0
     for start in range(0, len(prompts), chunk):
         rendered = [render_prompt(tokenizer, p) for p in prompts[start : start + chunk]]
-        drawn = sample_chunk(base, tokenizer, rendered, list(ids[start : start + chunk]), cfg, stop_ids=stop)
+        drawn = sample_texts(base, tokenizer, rendered, ids[start : start + chunk], cfg, stop_ids=stop, rendered=True)
         prompt_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in rendered]
         rows = [(prompt_ids[s.problem_index], s.token_ids, s.finish_reason == "stop") for s in drawn]
         kls = token_kls(base, model, rows, pad_id=tokenizer.pad_token_id or 0, batch_size=batch_size)

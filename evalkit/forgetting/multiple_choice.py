@@ -103,20 +103,17 @@ def choice_logprobs(model, tokenizer, pairs: list[tuple[str, str]], *, batch_siz
     """(sum of continuation log-probs, continuation tokens) per (question, choice)."""
     import torch
 
+    from evalkit.forced import forced_forward
+
     device = next(model.parameters()).device
     encoded = [_encode(tokenizer, q, c) for q, c in pairs]
     out: list[tuple[float, int]] = []
     for start in range(0, len(encoded), batch_size):
         part = encoded[start : start + batch_size]
-        seqs = [ctx + cont for ctx, cont in part]
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), tokenizer.pad_token_id or 0, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for row, seq in enumerate(seqs):  # right padding: positions are plain 0..len-1
-            ids[row, : len(seq)] = torch.tensor(seq)
-            mask[row, : len(seq)] = 1
-        with torch.inference_mode():
-            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits.float()
+        with torch.inference_mode():  # right padding: positions are plain 0..len-1
+            logits, _ = forced_forward(model, [ctx + cont for ctx, cont in part], pad_id=tokenizer.pad_token_id or 0,
+                                       left=False)
+            logits = logits.float()
         for row, (ctx, cont) in enumerate(part):
             pos = torch.arange(len(ctx) - 1, len(ctx) + len(cont) - 1, device=device)
             logp = torch.log_softmax(logits[row, pos], dim=-1)

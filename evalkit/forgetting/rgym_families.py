@@ -57,11 +57,7 @@ def evaluate(items: RgymItems, model, tokenizer, settings: EvalSettings, on_done
              grader=None) -> list[ItemOutcome]:
     """Greedy completions, graded; `grader`: an open `grading(...)` to use (else one of its own)."""
     problems = items.problems
-    texts = greedy_completions(
-        model, tokenizer, [p.prompt for p in problems], items.ids,
-        max_new_tokens=settings.tokens(MAX_NEW_TOKENS), batch_size=settings.batch_size,
-        seed=settings.seed, on_done=on_done,
-    )
+    texts = greedy_completions(model, tokenizer, [p.prompt for p in problems], items.ids, settings, MAX_NEW_TOKENS, on_done)
     jobs = list(zip(texts, problems, strict=True))
     if grader is not None:
         grades = grader.grade(jobs)

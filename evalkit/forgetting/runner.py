@@ -38,8 +38,10 @@ from pathlib import Path
 from evalkit.errors import UsageError
 from evalkit.forgetting import BENCHMARKS, MC_FORMAT, SUITES
 from evalkit.forgetting.generate import EvalSettings, ItemOutcome
-from evalkit.options import GradingOptions, ModelOptions
-from evalkit.runstore import FolderLock, plain_json, versions
+from evalkit.jsonio import plain_json
+from evalkit.locks import FolderLock
+from evalkit.options import GradingOptions, ModelOptions, option
+from evalkit.records import versions
 
 __all__ = ["ForgettingOptions", "resolve_suite", "run_forgetting", "compare", "verdict", "write_outputs"]
 
@@ -49,22 +51,55 @@ class ForgettingOptions(GradingOptions, ModelOptions):
     """`model` (and `base`, the same kind of value), dtype and device as in evalkit.options;
     grader_workers: grader / sandbox processes; grade_timeout: seconds per graded item."""
 
-    base: str = "smollm2-135m"
-    suite: str = "default"  # a name in SUITES or comma-separated benchmark names
-    mc_files: tuple[tuple[str, str], ...] = ()  # (benchmark name, JSONL path)
-    train_task: str | None = None
-    limit: int = 50  # items per benchmark; 0 = all
-    task_seed: int = 0
-    max_new_tokens: int = 0  # 0 = per-benchmark default
-    batch_size: int = 8
-    seed: int = 0
-    mc_norm: str = "sum"
-    kl_prompts: int = 32
-    kl_samples: int = 1
-    kl_max_new_tokens: int = 64
-    n_boot: int = 2000
-    confidence: float = 0.95
-    alpha: float = 0.05
+    base: str = option("smollm2-135m", "The model before training: checkpoint folder, hub name or smollm2-135m.")
+    suite: str = option("default", "Suite name (default, reasoning, code) or comma-separated benchmarks, e.g. "
+                         "'word_sorting,humaneval'.")
+    mc_files: tuple[tuple[str, str], ...] = option((), "(benchmark name, JSONL path) of multiple-choice files.")
+    train_task: str | None = option(None, "Training task (evalkit task name or file): also estimate forward "
+                                     "KL(pi_base || pi_model) on its prompts.")
+    limit: int = option(50, "Items per benchmark (the first N); 0 = all.", min=0)
+    task_seed: int = option(0, "Seed of the reasoning-gym generators (same items for both models).", min=0)
+    max_new_tokens: int = option(0, "Generation cap; 0 = per-benchmark default (reasoning-gym 96, HumanEval 384).",
+                                min=0)
+    batch_size: int = option(8, "Sequences per forward pass (prompts, or choice sequences).", min=1)
+    seed: int = option(0, "Seed for decoding, the bootstrap and KL sampling.", min=0)
+    mc_norm: str = option("sum", "Multiple-choice score: sum (log-likelihood), token (per token) or byte (per UTF-8 "
+                          "byte).",
+                          choices=("sum", "token", "byte"))
+    kl_prompts: int = option(32, "Training-task prompts for the KL estimate.", min=1)
+    kl_samples: int = option(1, "Completions sampled from the base per KL prompt.", min=1)
+    kl_max_new_tokens: int = option(64, "Length cap of the KL completions.", min=1)
+    n_boot: int = option(2000, "Bootstrap resamples of the paired differences.", min=1)
+    confidence: float = option(0.95, "Confidence level of the intervals.", above=0, below=1)
+    alpha: float = option(0.05, "Significance level of the verdict (Holm-adjusted McNemar).", above=0, below=1)
+
+    def _checks(self) -> None:
+        names = set(SUITES.get(self.suite, ())) or {n.strip() for n in self.suite.split(",") if n.strip()}
+        from evalkit.tasks import rgym
+
+        for name in sorted(names - set(BENCHMARKS) - dict(self.mc_files).keys()):
+            if name not in rgym.dataset_names():
+                raise UsageError(f"unknown benchmark {name!r}: use a suite ({', '.join(SUITES)}), benchmarks from "
+                                 f"{', '.join(BENCHMARKS)}, any reasoning-gym dataset, or a multiple-choice file "
+                                 f"with --mc-file {name}=path.jsonl")
+
+
+    def cost(self) -> dict:
+        """What a run generates, for a study's plan: `items` generated greedily per model, and
+        `tokens` at most (both models' generations at their caps, plus the KL completions).
+        Multiple-choice benchmarks are scored, not generated; a file's size is taken as `limit`."""
+        from evalkit.forgetting import humaneval, rgym_families
+
+        sizes = {"rgym": (rgym_families.DEFAULT_SIZE, rgym_families.MAX_NEW_TOKENS),
+                 "humaneval": (humaneval.HUMANEVAL_SIZE, humaneval.MAX_NEW_TOKENS)}
+        items = tokens = 0
+        for _, kind in resolve_suite(self.suite, self.mc_files)[0]:
+            if kind in sizes:
+                size, cap = sizes[kind]
+                n = min(self.limit, size) if self.limit else size
+                items += n
+                tokens += 2 * n * (self.max_new_tokens or cap)
+        return {"items": items, "tokens": tokens + self.kl_prompts * self.kl_samples * self.kl_max_new_tokens}
 
 
 def parse_mc_files(specs: list[str]) -> tuple[tuple[str, str], ...]:
@@ -122,9 +157,9 @@ def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
     how many."""
     from evalkit.forgetting.journal import Journal
     from evalkit.models import resolve_device, resolve_model, weights_hash
-    from evalkit.runstore import check_writable
+    from evalkit.rundir import check_writable
 
-    _validate(opts)
+    opts.validate()
     check_writable(out)
     chosen, skipped = resolve_suite(opts.suite, opts.mc_files)
     loaded = [(name, kind, *_load_items(name, kind, opts)) for name, kind in chosen]  # fail early
@@ -171,9 +206,12 @@ def _run_identity(opts: ForgettingOptions, refs: dict, hashes: dict, device: str
     import torch
 
     found = versions()
+    from evalkit.records import SCHEMA_VERSION
+
     return {
         "kind": "forgetting",
-        **{side: {"weights_hash": hashes[side]} if hashes[side] else {"hub_name": ref.name}
+        "schema_version": SCHEMA_VERSION,
+        **{side: {"sha256": hashes[side]} if hashes[side] else {"name": ref.name}
            for side, ref in refs.items()},
         "dtype": opts.dtype, "device": device,
         "cpu_threads": torch.get_num_threads() if device.startswith("cpu") else None,  # CPU sums depend on it
@@ -257,7 +295,7 @@ class _Run:
         _holm(rows)
         report = {
             "kind": "forgetting",
-            "models": {side: {"name": ref.name, "path": ref.path, "weights_hash": hashes[side], "dtype": opts.dtype}
+            "models": {side: {"name": ref.name, "path": ref.path, "sha256": hashes[side], "dtype": opts.dtype}
                        for side, ref in self.models.refs.items()},
             "suite": opts.suite, "benchmarks": rows, "skipped": skipped,
             "verdict": verdict(rows, opts.alpha),
@@ -350,17 +388,6 @@ def _number(value: float):
     return value if math.isfinite(value) else repr(value)
 
 
-def _validate(opts: ForgettingOptions) -> None:
-    if opts.limit < 0 or opts.batch_size < 1 or opts.grader_workers < 1 or opts.grade_timeout <= 0:
-        raise UsageError("--limit must be >= 0, --batch-size and --grader-workers >= 1, --grade-timeout > 0")
-    if opts.kl_prompts < 1 or opts.kl_samples < 1 or opts.kl_max_new_tokens < 1:
-        raise UsageError("--kl-prompts, --kl-samples and --kl-max-new-tokens must be at least 1")
-    if not 0 < opts.alpha < 1 or not 0 < opts.confidence < 1:
-        raise UsageError("--alpha and --confidence must be in (0, 1)")
-    if opts.mc_norm not in ("sum", "token", "byte"):
-        raise UsageError(f"--mc-norm {opts.mc_norm}: choose one of sum, token, byte")
-
-
 def compare(name: str, kind: str, identity: dict, base: list, model: list, opts: ForgettingOptions) -> dict:
     """One benchmark's row: accuracies, paired difference with interval, McNemar."""
     from metrics.paired import mcnemar, paired_difference
@@ -422,14 +449,13 @@ def _kl(opts: ForgettingOptions, task, models) -> dict:
         return {"status": "refused", "reason": why, "direction": kl.DIRECTION, "task": identity}
     problems = task.problems[: opts.kl_prompts]
     result = kl.forward_kl(base, model, base_tok, [p.prompt for p in problems], [p.id for p in problems],
-                           samples=opts.kl_samples, max_new_tokens=opts.kl_max_new_tokens,
-                           seed=opts.seed, batch_size=opts.batch_size)
+                           kl.KLSettings(opts.kl_samples, opts.kl_max_new_tokens, opts.seed, opts.batch_size))
     return {**result, "task": identity}
 
 
 def write_outputs(report: dict, records: list[dict], out: Path) -> None:
     """`forgetting.json` and `items.jsonl`, each written to a temporary file then renamed."""
-    from evalkit.runstore import write_atomic, write_json_atomic
+    from evalkit.jsonio import write_atomic, write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "items.jsonl", lambda fh: fh.writelines(

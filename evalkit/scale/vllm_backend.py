@@ -29,7 +29,7 @@ says `entropy_kind: "topk_lower_bound"`, and run.json/summary.json say so in
 
 Limits: samples differ from the HF backend's (other kernels and random
 streams); vLLM handles multi-GPU itself (tensor parallel), so Ray workers
-are not combined with it (evalkit.options.check_backend). Never run here against a real engine (no GPU, and
+are not combined with it (evalkit.options.SCALE). Never run here against a real engine (no GPU, and
 vLLM's CUDA wheels would replace the pinned torch): only request building
 and output parsing are tested, on objects of vLLM's documented shapes.
 """
@@ -118,7 +118,7 @@ class VllmChunks:
 
     def __init__(self, ref, opts: PasskOptions, device: str, *, vllm=None):
         """`vllm`: the module (tests pass an object of the same shape); imported when None.
-        The device is checked by `evalkit.options.check_backend` before this is built."""
+        The device is checked by `evalkit.options.check_device` before this is built."""
         from evalkit.chunks import sampling_config
 
         vllm = vllm or import_vllm()

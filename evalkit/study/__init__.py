@@ -40,14 +40,14 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None,
               on_stage: Callable[[str, str], None] | None = None) -> dict:
     """Run (or resume) the study into `out`; returns study.json. `only`: run that stage alone
     (the stages it reads must be done). `on_stage(name, status)` is told of each stage."""
-    from evalkit.runstore import check_writable
+    from evalkit.rundir import check_writable
 
     check_writable(out)
     spec, stages, state = study_plan(spec_path, out)
     names = [s.name for s in stages]
     if only is not None and only not in names:
         raise UsageError(f"--only {only}: no such stage; the stages are {', '.join(names)}")
-    from evalkit.runstore import FolderLock
+    from evalkit.locks import FolderLock
 
     out = Path(out)
     _check_folder(out, state)
@@ -146,7 +146,9 @@ def _state(out: Path) -> dict:
         raise UsageError(f"{path}: unreadable ({exc}); use another --out") from None
     if not isinstance(state, dict) or state.get("kind") != "study":
         raise UsageError(f"{path}: not an evalkit study record; use another --out")
-    return state
+    from evalkit.records import upgrade
+
+    return upgrade(state)  # a study of an older evalkit: its stages as this one records them
 
 
 def _check_folder(out: Path, state: dict) -> None:
@@ -159,13 +161,14 @@ def _check_folder(out: Path, state: dict) -> None:
 def _record_plan(out: Path, spec, stages, state: dict) -> dict:
     from dataclasses import asdict
 
-    from evalkit.runstore import plain_json, versions
+    from evalkit.jsonio import plain_json
+    from evalkit.records import SCHEMA_VERSION, versions
     from evalkit.study.stages import identity_hash
 
     out.mkdir(parents=True, exist_ok=True)
     spec_record = {k: v for k, v in asdict(spec).items() if k != "methods"}
     spec_record["methods"] = {name: [asdict(t) for t in trainers] for name, trainers in spec.methods.items()}
-    state = {"kind": "study", "title": spec.title, "spec": plain_json(spec_record),
+    state = {"schema_version": SCHEMA_VERSION, "kind": "study", "title": spec.title, "spec": plain_json(spec_record),
              "plan": [{"stage": s.name, "out": s.out, "needs": list(s.needs), "tokens_estimate": s.tokens,
                        "identity_hash": identity_hash(s.identity)} for s in stages],
              "versions": versions(), "stages": state.get("stages", {})}
@@ -174,6 +177,6 @@ def _record_plan(out: Path, spec, stages, state: dict) -> dict:
 
 
 def _save(out: Path, state: dict) -> None:
-    from evalkit.runstore import plain_json, write_json_atomic
+    from evalkit.jsonio import plain_json, write_json_atomic
 
     write_json_atomic(Path(out) / STUDY_FILE, plain_json(state))

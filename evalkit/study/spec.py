@@ -44,6 +44,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
+from evalkit.options import plain
 
 __all__ = ["StudySpec", "Trainer", "read_spec", "METHODS", "EVALUATIONS", "TOLERANCE"]
 
@@ -58,15 +59,13 @@ REQUIRED = {  # method -> {key: what to give}
                     "guide_tokens": "the guide prefix's length in tokens (below max_new_tokens)"},
     "grpo-hinted": {"hint": 'the hint kind: hint = "all-wrong" (an all-wrong group is sampled again from a hint)'},
 }
-EVALUATIONS = {  # evaluator -> its options and their defaults
-    "passk": {"n": 16, "k": [1, 2, 4, 8, 16], "temperature": 1.0, "top_p": 1.0, "max_new_tokens": 256,
-              "batch_size": 64, "seed": 0},
-    "entropy": {"fit": False},  # Cui et al.'s law is for one trajectory; the report fits it on trainer logs
-    "length": {"quantiles": 4},
-    "groups": {"group_sizes": [2, 4, 8, 16], "target": 0.5},
-    "diff": {"atol": 1e-5, "threads": 2},
-    "forgetting": {"suite": "reasoning", "limit": 20, "max_new_tokens": 0, "batch_size": 8,
-                   "kl_prompts": 32, "kl_samples": 1, "kl_max_new_tokens": 64},
+EVALUATIONS = {  # evaluator -> the keys a study file may set (defaults: the evaluator's options class)
+    "passk": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
+    "entropy": ("fit",),  # Cui et al.'s law is for one trajectory; the report fits it on trainer logs
+    "length": ("quantiles",),
+    "groups": ("group_sizes", "target"),
+    "diff": ("atol", "threads"),
+    "forgetting": ("suite", "limit", "max_new_tokens", "batch_size", "kl_prompts", "kl_samples", "kl_max_new_tokens"),
 }
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
 SAMPLE = 50  # problems generated per split to check names, configs and ids
@@ -80,31 +79,23 @@ SET_BY_STUDY = {"model", "task", "task_size", "task_seed", "task_config", "dtype
 class Trainer:
     """One trainer run of a method (ES-then-GRPO has two)."""
 
-    opts: object  # ESOptions, GRPOOptions or DistillOptions
+    opts: object  # ESOptions, GRPOOptions or DistillOptions: their class is their kind
     share: float  # of the method's budget
     explicit: bool  # iterations / steps given in the file: checked against the budget, not computed
 
     @property
     def kind(self) -> str:
-        return _kind(self.opts)
+        return self.opts.kind
 
     @property
     def count(self) -> int:
         """Its ES iterations or steps."""
-        return getattr(self.opts, _count_field(self.opts))
+        return self.opts.count
 
     @property
     def completions(self) -> int:
         """Completions its iterations / steps generate (hints' extra samplings not counted)."""
-        return self.count * _per_unit(self.opts, "completions")
-
-
-def _kind(opts) -> str:
-    return "es" if hasattr(opts, "population") else "distill" if hasattr(opts, "teacher") else "grpo"
-
-
-def _count_field(opts) -> str:
-    return "iterations" if _kind(opts) == "es" else "steps"
+        return self.opts.cost()["completions"]
 
 
 @dataclass(frozen=True)
@@ -131,10 +122,19 @@ def read_spec(path: Path) -> StudySpec:
         raise UsageError(f"{path}: no such study file") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise UsageError(f"{path}: not a readable TOML file ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: tables or arrays nested too deep to be a study file") from None
     _unknown(raw, TOP_KEYS, "")
     for key in ("train_task", "methods", "budget"):
         if not isinstance(raw.get(key), dict) or not raw[key]:
             raise UsageError(f"{path}: [{key}] is missing; see studies/smoke.toml for a complete study")
+    for key in ("eval_task", "evaluations", "report"):
+        _typed(raw, key, {}, dict, "")
+    for key in ("title", "base_model", "dtype", "device"):
+        if key in raw:
+            _typed(raw, key, "", str, "")
+    for name in raw["methods"]:
+        _typed(raw["methods"], name, {}, dict, "methods.")
     common = {"dtype": raw.get("dtype", "float32"), "device": raw.get("device", "auto")}
     train = _train_task(raw["train_task"])
     held_out = _eval_task(raw.get("eval_task") or {}, train)
@@ -158,21 +158,38 @@ def _train_task(table: dict) -> dict:
     _unknown(table, {"name", "size", "seed", "config"}, "train_task.")
     if "name" not in table:
         raise UsageError("train_task.name is missing: a task name (e.g. arith, chain_sum) or a problem file")
-    task = {"name": str(table["name"]), "size": int(table.get("size", 200)), "seed": int(table.get("seed", 0)),
-            "config": dict(table.get("config") or {})}
+    config = table.get("config") or {}
+    if not isinstance(config, dict):
+        raise UsageError(f"train_task.config: expected a table of the generator's options, got {config!r}")
+    task = {"name": _typed(table, "name", "", str, "train_task."), "size": _count(table, "size", 200, "train_task.", 1),
+            "seed": _count(table, "seed", 0, "train_task.", 0), "config": dict(config)}
     _load(task | {"size": min(task["size"], SAMPLE)}, "train_task")  # the name and config are valid
     return task
+
+
+def _typed(table: dict, key: str, default, kind: type, prefix: str):
+    """table[key] (default when absent), refused naming the key unless it is of `kind`."""
+    value = table.get(key, default)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = {int: "an integer", str: "a string", float: "a number", dict: "a table"}
+        raise UsageError(f"{prefix}{key} {value!r}: expected {names.get(kind, kind.__name__)}")
+    return value
+
+
+def _count(table: dict, key: str, default: int, prefix: str, least: int) -> int:
+    value = _typed(table, key, default, int, prefix)
+    if value < least:
+        raise UsageError(f"{prefix}{key} {value}: must be >= {least}")
+    return value
 
 
 def _eval_task(table: dict, train: dict) -> dict:
     """The held-out split: the training generator with another seed, no problem id in common."""
     _unknown(table, {"seed", "size", "limit"}, "eval_task.")
-    held = {**train, "seed": int(table.get("seed", train["seed"] + 1)), "size": int(table.get("size", train["size"])),
-            "limit": int(table.get("limit", 50))}
+    held = {**train, "seed": _count(table, "seed", train["seed"] + 1, "eval_task.", 0),
+            "size": _count(table, "size", train["size"], "eval_task.", 1), "limit": _count(table, "limit", 50, "eval_task.", 1)}
     if held["seed"] == train["seed"]:
         raise UsageError(f"eval_task.seed {held['seed']}: the held-out split needs another seed than train_task.seed")
-    if held["limit"] < 1:
-        raise UsageError(f"eval_task.limit {held['limit']}: need at least 1 held-out problem")
     # procedural tasks number their problems `name-seed-i`, so a sample shows whether the splits share
     # ids; a file is read whole (it has one split). Generating every problem would make --dry-run slow.
     sample = {"size": min(train["size"], SAMPLE)}
@@ -230,13 +247,8 @@ def _es_grpo(table: dict, shared: dict, es_cls, grpo_cls) -> tuple:
 
 def _trainer(cls, table: dict, shared: dict, prefix: str, share: float, method: str = "") -> Trainer:
     names = {f.name for f in fields(cls)} - SET_BY_STUDY - {"seed"}
-    _unknown(table, names, prefix)
     _method_keys(method, table, prefix)
-    try:
-        opts = cls(**{**shared, **table})
-        _validate(replace(opts, backend="hf"))  # values now; the backend's machine when the stage runs
-    except (TypeError, UsageError) as exc:
-        raise UsageError(f"{prefix.rstrip('.')}: {exc}") from None
+    opts = cls.from_table(table, prefix, shared, names)  # values now; the machine when the stage runs
     _study_checks(opts, prefix)
     return Trainer(opts, share, bool({"iterations", "steps"} & set(table)))
 
@@ -255,22 +267,10 @@ def _method_keys(method: str, table: dict, prefix: str) -> None:
 
 
 def _study_checks(opts, prefix: str) -> None:
-    """What a shared budget needs beyond the trainer's own checks."""
+    """What a shared budget needs beyond the trainer's own rules."""
     if getattr(opts, "dynamic_sampling", False):
         raise UsageError(f"{prefix}dynamic_sampling: its completions per step vary, so it cannot "
                          "share a budget; leave it off in a study")
-    if _kind(opts) == "distill" or getattr(opts, "guided_rollouts", 0) or getattr(opts, "hint", None):
-        if opts.backend != "hf":
-            raise UsageError(f"{prefix}backend {opts.backend}: this method samples with the hf backend only")
-    if getattr(opts, "guided_rollouts", 0) and opts.guide_tokens >= opts.max_new_tokens:
-        raise UsageError(f"{prefix}guide_tokens {opts.guide_tokens}: must be below max_new_tokens "
-                         f"{opts.max_new_tokens} (the guide's prefix is part of the rollout)")
-
-
-def _validate(opts) -> None:
-    from evalkit.train import distill, es, grpo
-
-    {"es": es, "grpo": grpo, "distill": distill}[_kind(opts)].validate(opts)
 
 
 def _json(config: dict) -> str:
@@ -279,25 +279,13 @@ def _json(config: dict) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def _per_unit(opts, unit: str) -> int:
-    """What one ES iteration / GRPO or distillation step spends, in completions or tokens."""
-    kind = _kind(opts)
-    if kind == "es":
-        completions = opts.population * opts.prompts_per_iteration
-    elif kind == "distill":  # the student's samples; teacher-forcing them generates nothing
-        completions = opts.prompts_per_step * opts.samples_per_prompt
-    else:  # a guided rollout (guide prefix + policy continuation) is one completion
-        completions = opts.prompts_per_step * opts.group_size
-    return completions * (opts.max_new_tokens if unit == "tokens" else 1)
-
-
 def _spend(trainer: Trainer, total: int, unit: str) -> tuple[Trainer, int]:
     """The trainer with its iterations/steps from the budget (unless given), and what it spends."""
-    field = _count_field(trainer.opts)
-    per = _per_unit(trainer.opts, unit)
+    opts = trainer.opts
+    per = opts.completions_per_unit() * (opts.max_new_tokens if unit == "tokens" else 1)
     if not trainer.explicit:
-        trainer = replace(trainer, opts=replace(trainer.opts, **{field: max(1, round(total * trainer.share / per))}))
-    return trainer, getattr(trainer.opts, field) * per
+        trainer = replace(trainer, opts=replace(opts, **{opts.units: max(1, round(total * trainer.share / per))}))
+    return trainer, trainer.opts.count * per
 
 
 def _apply_budget(methods: dict, table: dict) -> tuple[dict, dict]:
@@ -322,11 +310,32 @@ def _apply_budget(methods: dict, table: dict) -> tuple[dict, dict]:
 
 
 def _evaluations(table: dict) -> dict:
+    """Each evaluation's options, checked by the options class that runs it (evalkit.options,
+    evalkit.diff, evalkit.forgetting), naming the key of anything wrong."""
     _unknown(table, set(EVALUATIONS), "evaluations.")
     if "passk" not in table:
         raise UsageError("evaluations.passk is missing: the other evaluations read its held-out runs")
     out = {}
     for name, options in table.items():
-        _unknown(options, set(EVALUATIONS[name]), f"evaluations.{name}.")
-        out[name] = {**EVALUATIONS[name], **options}
+        prefix = f"evaluations.{name}."
+        if not isinstance(options, dict):
+            raise UsageError(f"evaluations.{name}: expected a table of options")
+        opts = _evaluator(name).from_table(options, prefix, allowed=set(EVALUATIONS[name]))
+        # the study's keys with the class's values (its defaults where the file is silent)
+        out[name] = {key: plain(getattr(opts, _field(opts, key))) for key in EVALUATIONS[name]}
     return out
+
+
+def _evaluator(name: str):
+    """The options class that runs evaluation `name`."""
+    from evalkit.diff import DiffOptions
+    from evalkit.forgetting.runner import ForgettingOptions
+    from evalkit.options import EntropyOptions, GroupsOptions, LengthOptions, PasskOptions
+
+    return {"passk": PasskOptions, "entropy": EntropyOptions, "length": LengthOptions, "groups": GroupsOptions,
+            "diff": DiffOptions, "forgetting": ForgettingOptions}[name]
+
+
+def _field(opts, key: str) -> str:
+    """The field a study key spells (`k` is PasskOptions' `ks`)."""
+    return next((f.name for f in fields(opts) if f.metadata.get("name", f.name) == key), key)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+from evalkit.options import plain
 from evalkit.study.spec import StudySpec
 
 __all__ = ["Stage", "plan", "identity_hash"]
@@ -44,66 +45,10 @@ class Stage:
 
 
 def identity_hash(identity: dict) -> str:
-    """Hash of an identity with every option at its default left out: an option that a later
-    evalkit adds (at its default) does not change the identity of a stage that already ran."""
-    canonical = _without_defaults(identity, option_defaults())
-    return hashlib.sha256(json.dumps(canonical, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _without_defaults(obj, defaults: dict):
-    if isinstance(obj, dict):
-        return {k: _without_defaults(v, defaults) for k, v in obj.items()
-                if not (k in defaults and _plain(v) == defaults[k])}
-    if isinstance(obj, (list, tuple)):
-        return [_without_defaults(v, defaults) for v in obj]
-    return obj
-
-
-def _plain(value):
-    return list(value) if isinstance(value, tuple) else value
-
-
-_DEFAULTS: dict | None = None
-
-
-def option_defaults() -> dict:
-    """{option name: default} over every options dataclass a stage records; a name whose
-    default differs between classes is left out (always kept in identities). Classes added
-    later (`_later_options`) only add names the others lack: a new clash would keep a name
-    that existing hashes dropped, so adding a class leaves every existing identity's hash."""
-    global _DEFAULTS
-    if _DEFAULTS is None:
-        from evalkit.diff import DiffOptions
-        from evalkit.forgetting.generate import EvalSettings
-        from evalkit.forgetting.runner import ForgettingOptions
-        from evalkit.options import PasskOptions
-        from evalkit.train.es import ESOptions
-        from evalkit.train.grpo import GRPOOptions
-
-        found: dict = {}
-        clashes: set = set()
-        for cls in (PasskOptions, ESOptions, GRPOOptions, DiffOptions, ForgettingOptions, EvalSettings):
-            for name, value in _defaults_of(cls).items():
-                if name in found and found[name] != value:
-                    clashes.add(name)
-                found.setdefault(name, value)
-        later = {k: v for cls in _later_options() for k, v in _defaults_of(cls).items() if k not in found}
-        _DEFAULTS = {k: v for k, v in found.items() if k not in clashes} | later
-    return _DEFAULTS
-
-
-def _later_options() -> tuple:
-    """Options classes a stage records that came after the first studies ran (see option_defaults)."""
-    from evalkit.train.distill import DistillOptions
-
-    return (DistillOptions,)
-
-
-def _defaults_of(cls) -> dict:
-    from dataclasses import MISSING, fields
-
-    return {f.name: _plain(f.default if f.default is not MISSING else f.default_factory()) for f in fields(cls)
-            if f.default is not MISSING or f.default_factory is not MISSING}
+    """Hash of a stage's identity (plain JSON, keys sorted). A study.json of an older evalkit is
+    read through evalkit.records.upgrade, which gives its stages the options added since at the
+    values they ran with, so its hashes are this evalkit's."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def plan(spec: StudySpec) -> list[Stage]:
@@ -152,7 +97,7 @@ def _rel(path, root: Path) -> str:
 
 def _heldout(spec: StudySpec) -> Stage:
     def run(folder: Path, _) -> dict:
-        from evalkit.runstore import write_atomic
+        from evalkit.jsonio import write_atomic
         from evalkit.tasks import load_task
 
         def load(task):
@@ -194,7 +139,7 @@ def _train(spec: StudySpec, method: str) -> Stage:
             result["hint_completions"] = _hint_completions(folder, trainers[0].opts)
         return result
 
-    identity = {"method": method, "trainers": [asdict(t.opts) for t in trainers], "budget": spent}
+    identity = {"method": method, "trainers": [plain(asdict(t.opts)) for t in trainers], "budget": spent}
     return Stage(f"train-{method}", f"train/{method}", (), identity, tokens, run)
 
 
@@ -283,9 +228,9 @@ def _groups(spec: StudySpec):
 
         o, root = spec.evaluations["groups"], folder.parent
         log = root / "train" / "grpo" / "metrics.jsonl" if "train-grpo" in results else None
-        size = spec.methods["grpo"][0].opts.group_size if log else 8
+        kept = {"train_log": log, "train_group_size": spec.methods["grpo"][0].opts.group_size} if log else {}
         report = groups_report(load_run(root / results["passk-base"]["run"]), group_sizes=o["group_sizes"],
-                               target=o["target"], train_log=log, train_group_size=size)
+                               target=o["target"], **kept)
         write_report(report, folder)
         return {"file": f"{folder.name}/groups.json"}
 
@@ -327,8 +272,9 @@ def _forgetting(spec: StudySpec, method: str) -> Stage:
             report = run_forgetting(opts, folder, progress=progress)
         return {"file": _rel(folder / "forgetting.json", root), "verdict": report["verdict"]}
 
-    items = 3 * o["limit"] if o["suite"] == "reasoning" else 7 * o["limit"]
-    tokens = 2 * items * (o["max_new_tokens"] or 96) + o["kl_prompts"] * o["kl_samples"] * o["kl_max_new_tokens"]
+    from evalkit.forgetting.runner import ForgettingOptions
+
+    tokens = ForgettingOptions(**o).cost()["tokens"]
     return Stage(f"forgetting-{method}", f"forgetting/{method}", (f"train-{method}",),
                  {"forgetting": o, "method": method, "dtype": spec.dtype}, tokens, run)
 

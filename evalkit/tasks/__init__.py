@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.runstore import graded_by
 from evalkit.tasks.base import OUTCOMES, Grade, Problem, Task, TaskSpec, answer_text
 
 __all__ = [
@@ -108,6 +107,14 @@ def grader_version(kind: str) -> str:
 
         return f"{VERSION} (reasoning-gym {version('reasoning-gym')})"
     raise UsageError(f"task kind {kind!r} has no scorer")
+
+
+def graded_by(settings: dict) -> str | None:
+    """The grader version a stored run (run.json / summary.json, read through
+    evalkit.records.upgrade, which names evalkit 0.1's graders) was graded with."""
+    from evalkit.records import UNVERSIONED_GRADERS
+
+    return settings.get("grader") or UNVERSIONED_GRADERS.get((settings.get("task") or {}).get("kind"))
 
 
 def stale_grades(settings: dict) -> str | None:

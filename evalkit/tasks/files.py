@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.runstore import read_jsonl
+from evalkit.jsonio import read_jsonl
 from evalkit.tasks.base import Problem, Task, TaskSpec
 
 QUESTION_KEYS = ("question", "problem", "prompt")

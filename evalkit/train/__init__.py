@@ -43,21 +43,14 @@ def run_es_grpo(es_opts, grpo_opts, out: Path, *, progress_for=None) -> dict:
     stage was interrupted. `progress_for(label)` may return a progress callback.
     """
     from evalkit.errors import UsageError
-    from evalkit.runstore import RunDir
-    from evalkit.train.es import validate as es_validate
-    from evalkit.train.grpo import validate as grpo_validate
+    from evalkit.rundir import RunDir, check_writable
 
     if es_opts.model != grpo_opts.model:
         raise UsageError("es-grpo: the GRPO stage starts from ES's checkpoint; give --model once")
-    from evalkit.runstore import check_writable
-
-    es_validate(es_opts)  # both stages' settings and backends, before any folder is made
-    grpo_validate(grpo_opts)
+    es_opts.validate()  # both stages' settings and backends, before any folder is made
+    grpo_opts.validate()
     check_writable(out)
-    from evalkit.train.common import identity_options
-
-    run = RunDir.open(out, {"kind": "train-es-grpo", "es": identity_options(es_opts),
-                            "grpo": identity_options(grpo_opts)})
+    run = RunDir.open(out, {"kind": "train-es-grpo", "es": es_opts.record(), "grpo": grpo_opts.record()})
     es = run_es(es_opts, Path(out) / "es", progress=progress_for and progress_for("es"))
     if not es["complete"]:
         raise UsageError(f"{out}/es did not finish; rerun the same command to resume")

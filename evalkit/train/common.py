@@ -23,15 +23,18 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from evalkit.errors import UsageError
-from evalkit.options import GradingOptions, ModelOptions, ScaleOptions, TaskOptions
-from evalkit.runstore import write_json_atomic
+from evalkit.jsonio import write_json_atomic
+from evalkit.options import GradingOptions, ModelOptions, ScaleOptions, TaskOptions, option
 from evalkit.sampling import derive_seed
 
 __all__ = [
+    "Policy",
     "derive_seed",
     "Checkpoint",
     "latest_checkpoint",
@@ -53,33 +56,50 @@ STATE_FILE = "trainer_state.json"
 class TrainOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
     """What every trainer takes: evalkit.options' groups (they mean what they mean for
     `evalkit passk`, same defaults) plus these. backend vllm: a colocated vLLM engine samples
-    (evalkit.train.vllm); ray_workers: ES members on Ray actors (evalkit.train.es_ray)."""
+    (evalkit.train.vllm); ray_workers: ES members on Ray actors (evalkit.train.es_ray).
+    A trainer's class names its `kind`, the field that counts its updates (`units`), and what
+    one update generates (`completions_per_unit`)."""
 
-    max_new_tokens: int = 256
-    seed: int = 0
-    save_every: int = 10
+    units: ClassVar[str] = "steps"
+
+    max_new_tokens: int = option(256, "Generation length cap per completion.", min=1)
+    seed: int = option(0, "Run seed; every step's prompts, noise and samples derive from (seed, step).", min=0)
+    save_every: int = option(10, "Save a checkpoint every K steps (and at the last).", min=1, identity=False)
 
     @property
-    def uses_ray(self) -> bool:
-        return bool(self.ray_workers or self.ray_address)
+    def count(self) -> int:
+        """Its ES iterations or steps."""
+        return getattr(self, self.units)
+
+    def completions_per_unit(self) -> int:
+        raise NotImplementedError
+
+    def cost(self) -> dict:
+        """What the whole run generates: completions, and tokens at most (completions x max_new_tokens)."""
+        completions = self.count * self.completions_per_unit()
+        return {"completions": completions, "tokens": completions * self.max_new_tokens}
+
+    def _environment(self) -> None:
+        if self.backend == "vllm":  # vLLM installed and a GPU, before any folder is made
+            from evalkit.models import resolve_device
+            from evalkit.train.vllm import check_vllm_backend
+
+            check_vllm_backend(resolve_device(self.device))
 
 
-def check_train_scale(opts: TrainOptions, *, ray_allowed: bool) -> None:
-    """The backend and scale-out a trainer can use (evalkit.options.check_backend), checked
-    before any folder is made: vLLM installed and a GPU for `backend="vllm"`."""
-    from evalkit.models import resolve_device
-    from evalkit.options import check_backend, check_finite
+@dataclass(frozen=True)
+class Policy:
+    """What a trainer's step samples and grades with: the model being trained and its tokenizer,
+    the grader, the stop ids, the options; `sampler` another engine's sampling (evalkit.train.vllm),
+    `guide` the weak model of GRPO's guided rollouts (evalkit.train.guidance)."""
 
-    check_finite(opts)
-    if opts.uses_ray and not ray_allowed:
-        raise UsageError("--ray-workers/--ray-address: only ES members spread over Ray; GRPO runs in one process")
-    if opts.ray_workers < 0 or opts.threads < 0:
-        raise UsageError("--ray-workers and --threads must be >= 0")
-    check_backend(opts.backend, ray=opts.uses_ray)
-    if opts.backend == "vllm":
-        from evalkit.train.vllm import check_vllm_backend
-
-        check_vllm_backend(resolve_device(opts.device))
+    model: object
+    tokenizer: object
+    grader: object
+    stop: tuple
+    opts: TrainOptions
+    sampler: Callable | None = None
+    guide: object = None
 
 
 @dataclass(frozen=True)
@@ -146,19 +166,19 @@ class MetricsLog:
         self.path = Path(path)
 
     def records(self) -> list[dict]:
-        from evalkit.runstore import read_samples
+        from evalkit.jsonio import read_samples
 
         return read_samples(self.path, hint="remove it (the steps after the newest checkpoint are redone)")
 
     def keep_through(self, step: int) -> None:
         """Drop lines after `step` (work redone on resume) and any torn line."""
-        from evalkit.runstore import write_atomic
+        from evalkit.jsonio import write_atomic
 
         kept = [r for r in self.records() if r.get("step", 0) <= step]
         write_atomic(self.path, lambda fh: fh.writelines(json.dumps(r) + "\n" for r in kept))
 
     def append(self, record: dict) -> None:
-        from evalkit.runstore import append_jsonl
+        from evalkit.jsonio import append_jsonl
 
         append_jsonl(self.path, [record])
 
@@ -191,27 +211,6 @@ def rewards_of(grades) -> list[float]:
     return [1.0 if g.outcome == "correct" else 0.0 for g in grades]
 
 
-# how the work is spread never changes the weights (Ray replicas are checked bitwise)
-IDENTITY_EXCLUDED = {"model", "task", "out", "grader_workers", "grade_timeout", "iterations", "steps", "save_every",
-                     "ray_workers", "ray_address", "threads"}
-# options added after runs existed: left out of run.json at their default, so those runs resume
-IDENTITY_OMITTED_DEFAULTS = {"backend": "hf", "ray_workers": 0, "ray_address": None, "threads": 0,
-                             "fitness": "reward", "preset": None, "question_field": None, "answer_field": None,
-                             "id_field": None, "guide_model": None, "guide_tokens": 0, "guided_rollouts": 0,
-                             "hint": None, "hint_fraction": 0.5}
-
-
-def identity_options(opts) -> dict:
-    """The options as run.json records them: all of them, except those added after runs
-    existed while they keep their default (IDENTITY_OMITTED_DEFAULTS), so those runs resume."""
-    from dataclasses import asdict
-
-    from evalkit.runstore import record_options
-
-    return record_options({k: v for k, v in asdict(opts).items()
-                           if k not in IDENTITY_OMITTED_DEFAULTS or IDENTITY_OMITTED_DEFAULTS[k] != v})
-
-
 def open_run(out: Path, kind: str, opts, task):
     """Check or create the run folder; returns (RunDir, ModelRef, latest Checkpoint or None).
 
@@ -220,17 +219,17 @@ def open_run(out: Path, kind: str, opts, task):
     the step count and save interval are left out so a run can be extended.
     """
 
-    from evalkit.models import resolve_model, weights_hash
-    from evalkit.runstore import RunDir
+    from evalkit.models import identity, resolve_model
+    from evalkit.rundir import RunDir
     from evalkit.tasks import grader_version
 
     ref = resolve_model(opts.model)
     settings = {
         "kind": kind,
-        "model": {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": opts.dtype},
+        "model": identity(ref, opts.dtype),
         "task": task.spec.identity(),
         "grader": grader_version(task.spec.kind),  # the reward: a run resumed under another grader is refused
-        "options": {k: v for k, v in identity_options(opts).items() if k not in IDENTITY_EXCLUDED},
+        "options": opts.identity(),  # how the work is spread (workers, threads) never changes the weights
     }
     run = RunDir.open(out, settings)
     return run, ref, latest_checkpoint(out)
@@ -255,7 +254,7 @@ def start_run(out: Path, kind: str, opts) -> Start:
     the backend, comes first): the task loaded, the run folder opened or checked (`open_run`),
     the metrics log cut back to the newest checkpoint."""
     from evalkit.models import ModelRef, resolve_device
-    from evalkit.runstore import check_writable
+    from evalkit.rundir import check_writable
 
     check_writable(out)
     device = resolve_device(opts.device)

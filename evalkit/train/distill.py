@@ -25,9 +25,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from evalkit.errors import UsageError
-from evalkit.train.common import TrainOptions, check_train_scale
+from evalkit.options import option
+from evalkit.train.common import TrainOptions
 
 __all__ = ["DistillOptions", "run_distill", "select_tokens", "distill_loss", "SELECT"]
 
@@ -36,41 +38,34 @@ SELECT = ("divergence", "entropy", "random")
 
 @dataclass(frozen=True)
 class DistillOptions(TrainOptions):
-    teacher: str = ""
-    steps: int = 50
-    prompts_per_step: int = 4
-    samples_per_prompt: int = 4
-    lr: float = 1e-5
-    temperature: float = 1.0  # of the student's samples
-    token_fraction: float = 1.0
-    tokens_per_sample: int = 0  # > 0: this many tokens per sample instead of a fraction
-    select: str = "divergence"
-    micro_batch: int = 4
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.0
+    kind: ClassVar[str] = "distill"
 
+    teacher: str = option("", "Teacher checkpoint (its tokenizer must be the student's).")
+    steps: int = option(50, "Distillation steps (total; raise it to extend a run).", min=1, identity=False)
+    prompts_per_step: int = option(4, "Prompts per step (--samples-per-prompt student samples each).", min=1)
+    samples_per_prompt: int = option(4, "Student samples per prompt and step.", min=1)
+    lr: float = option(1e-5, "AdamW learning rate (constant).", above=0)
+    temperature: float = option(1.0, "Sampling temperature of the student's samples.", above=0)
+    token_fraction: float = option(1.0, "Share of each sample's tokens supervised, in (0, 1]; 1 = every token.",
+                                   above=0, max=1)
+    tokens_per_sample: int = option(0, "Supervise this many tokens per sample instead of a fraction (0 = use "
+                                    "--token-fraction).", min=0)
+    select: str = option("divergence", "Which tokens: divergence (largest KL, same pass), entropy (student's most "
+                         "uncertain) or random (the control).", choices=SELECT)
+    micro_batch: int = option(4, "Sequences per forward/backward (memory, not the result).", min=1)
+    max_grad_norm: float = option(1.0, "Gradient clipping norm.", above=0)
+    weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0).", min=0)
 
-def validate(opts: DistillOptions) -> None:
-    if not opts.teacher:
-        raise UsageError("--teacher: give the teacher checkpoint (same tokenizer as the student)")
-    if not 0 < opts.token_fraction <= 1:
-        raise UsageError(f"--token-fraction {opts.token_fraction}: must be in (0, 1]")
-    if opts.tokens_per_sample < 0:
-        raise UsageError(f"--tokens-per-sample {opts.tokens_per_sample}: must be >= 1 (0 = use --token-fraction)")
-    if opts.select not in SELECT:
-        raise UsageError(f"--select {opts.select}: choose one of {', '.join(SELECT)}")
-    if min(opts.steps, opts.prompts_per_step, opts.samples_per_prompt, opts.max_new_tokens, opts.micro_batch,
-           opts.save_every) < 1:
-        raise UsageError("step, prompt, sample, token, micro-batch and save counts must be >= 1")
-    if opts.lr <= 0 or opts.temperature <= 0:
-        raise UsageError("--lr and --temperature must be > 0")
-    check_train_scale(opts, ray_allowed=False)
-    if opts.backend != "hf":
-        raise UsageError("--backend vllm: distillation samples with the HF backend only")
-    from evalkit.models import tokenizer_difference
+    def completions_per_unit(self) -> int:
+        return self.prompts_per_step * self.samples_per_prompt  # the student's; teacher-forcing generates none
 
-    if why := tokenizer_difference(opts.model, opts.teacher):
-        raise UsageError(f"--teacher {opts.teacher}: {why}; distillation needs one tokenization")
+    def _checks(self) -> None:
+        from evalkit.models import tokenizer_difference
+
+        if not self.teacher:
+            raise UsageError("--teacher: give the teacher checkpoint (same tokenizer as the student)")
+        if why := tokenizer_difference(self.model, self.teacher):
+            raise UsageError(f"--teacher {self.teacher}: {why}; distillation needs one tokenization")
 
 
 def run_distill(opts: DistillOptions, out: Path, *, progress: Callable | None = None) -> dict:
@@ -78,7 +73,7 @@ def run_distill(opts: DistillOptions, out: Path, *, progress: Callable | None = 
     from evalkit.train.common import gradient_run
     from evalkit.train.grpo import _summary
 
-    validate(opts)
+    opts.validate()
     at = gradient_run(opts, out, "train-distill", opts.steps, _distill_steps, progress=progress)
     return _summary(at.run, at.log, out, opts.steps)
 
@@ -86,6 +81,7 @@ def run_distill(opts: DistillOptions, out: Path, *, progress: Callable | None = 
 def _distill_steps(model, tokenizer, stop, at, opts: DistillOptions, cleanup):
     from evalkit.forgetting.kl import tokenizer_mismatch
     from evalkit.models import load_model, resolve_model
+    from evalkit.train.common import Policy
 
     teacher, teacher_tok = load_model(resolve_model(opts.teacher), dtype=opts.dtype, device=at.device)
     teacher.requires_grad_(False)
@@ -94,7 +90,7 @@ def _distill_steps(model, tokenizer, stop, at, opts: DistillOptions, cleanup):
         raise UsageError(f"--teacher {opts.teacher}: {why}; distillation needs one tokenization")
 
     def step_fn(step: int, grader, optimizer) -> dict:
-        return distill_step(model, teacher, tokenizer, grader, at.task, opts, step, stop, optimizer)
+        return distill_step(Policy(model, tokenizer, grader, tuple(stop), opts), teacher, at.task, step, optimizer)
 
     return step_fn
 
@@ -132,16 +128,18 @@ def _k(opts: DistillOptions, length: int) -> int:
     return max(1, math.ceil(opts.token_fraction * length))
 
 
-def _sample(model, tokenizer, grader, task, opts: DistillOptions, step: int, stop):
-    from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
+def _sample(policy, task, step: int):
+    from evalkit.sampling import SamplingConfig, render_prompt, sample_problems
     from evalkit.train.common import decode_and_grade, derive_seed, pick_problems
+
+    model, tokenizer, grader, opts, stop = policy.model, policy.tokenizer, policy.grader, policy.opts, policy.stop
 
     problems = pick_problems(task.problems, opts.prompts_per_step, derive_seed(opts.seed, "distill-prompts", step))
     cfg = SamplingConfig(opts.samples_per_prompt, opts.temperature, 1.0, opts.max_new_tokens,
                          derive_seed(opts.seed, "distill-sample", step))
     prompts = [render_prompt(tokenizer, p.prompt) for p in problems]
     model.eval()
-    samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
+    samples = sample_problems(model, tokenizer, problems, cfg, stop_ids=stop)
     _, rewards = decode_and_grade(tokenizer, grader, samples, problems)
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id in stop else stop[0]
     ids = [tuple(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts]
@@ -151,26 +149,21 @@ def _sample(model, tokenizer, grader, task, opts: DistillOptions, step: int, sto
 
 def _logits(model, batch, pad_id: int):
     """Completion-position logits [len(completion), V] of each (prompt, completion) row."""
-    import torch
+    from evalkit.forced import forced_forward
 
-    device = next(model.parameters()).device
-    width = max(len(p) + len(c) for p, c in batch)
-    ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(batch), width), dtype=torch.long)
-    for r, (p, c) in enumerate(batch):
-        ids[r, : len(p) + len(c)] = torch.tensor(list(p) + list(c))
-        attn[r, : len(p) + len(c)] = 1
-    logits = model(input_ids=ids.to(device), attention_mask=attn.to(device)).logits
+    logits, _ = forced_forward(model, [list(p) + list(c) for p, c in batch], pad_id=pad_id, left=False)
     return [logits[r, len(p) - 1 : len(p) + len(c) - 1] for r, (p, c) in enumerate(batch)]
 
 
-def distill_step(model, teacher, tokenizer, grader, task, opts: DistillOptions, step: int, stop, optimizer) -> dict:
-    """One step (module docstring); returns its metrics record."""
+def distill_step(policy, teacher, task, step: int, optimizer) -> dict:
+    """One step (module docstring; `policy`: evalkit.train.common.Policy, the student); returns
+    its metrics record."""
     import torch
 
     from evalkit.train.common import completion_metrics, derive_seed
 
-    seqs, rewards, samples = _sample(model, tokenizer, grader, task, opts, step, stop)
+    model, tokenizer, opts, stop = policy.model, policy.tokenizer, policy.opts, policy.stop
+    seqs, rewards, samples = _sample(policy, task, step)
     seqs_idx = [i for i, (_, c) in enumerate(seqs) if c]
     total_selected = sum(_k(opts, len(seqs[i][1])) for i in seqs_idx)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop[0]

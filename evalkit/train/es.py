@@ -43,9 +43,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from evalkit.errors import UsageError
-from evalkit.train.common import TrainOptions, check_train_scale
+from evalkit.options import option
+from evalkit.train.common import TrainOptions
 
 __all__ = [
     "ESOptions",
@@ -61,36 +63,32 @@ __all__ = [
 CHUNK = 1 << 20  # elements per noise chunk; a multiple of 16 keeps CPU randn's stream intact
 
 
-@dataclass(frozen=True)
-class ESOptions(TrainOptions):  # backend vllm: members scored by a colocated vLLM engine
-    population: int = 30
-    sigma: float = 1e-3
-    alpha: float = 5e-4
-    iterations: int = 50
-    prompts_per_iteration: int = 16
-    noise: str = "iid"
-    # reward: the paper's fitness, mean 0/1 reward of greedy completions. answer_logprob: mean per-token
-    # log-probability of the reference answer (teacher-forced): dense, a departure from the paper
-    fitness: str = "reward"
-
-
 FITNESS = ("reward", "answer_logprob")
 
 
-def validate(opts: ESOptions) -> None:
-    if opts.population < 2:
-        raise UsageError(f"--population {opts.population}: ES z-scores need at least 2 members (paper: 30)")
-    if opts.noise not in ("iid", "correlated"):
-        raise UsageError(f"--noise {opts.noise}: choose iid or correlated")
-    if opts.fitness not in FITNESS:
-        raise UsageError(f"--fitness {opts.fitness}: choose {' or '.join(FITNESS)}")
-    if opts.fitness != "reward" and (opts.uses_ray or opts.backend != "hf"):
-        raise UsageError(f"--fitness {opts.fitness} runs in one process with --backend hf")
-    if opts.sigma <= 0 or opts.alpha < 0:
-        raise UsageError("--sigma must be > 0 and --alpha >= 0")
-    if min(opts.iterations, opts.prompts_per_iteration, opts.max_new_tokens, opts.save_every) < 1:
-        raise UsageError("--iterations, --prompts-per-iteration, --max-new-tokens and --save-every must be >= 1")
-    check_train_scale(opts, ray_allowed=True)
+@dataclass(frozen=True)
+class ESOptions(TrainOptions):  # backend vllm: members scored by a colocated vLLM engine
+    kind: ClassVar[str] = "es"
+    units: ClassVar[str] = "iterations"
+
+    population: int = option(30, "ES population size N (paper: 30).", min=2, note="ES z-scores need at least 2 members")
+    sigma: float = option(1e-3, "ES noise scale (paper: 1e-3).", above=0)
+    alpha: float = option(5e-4, "ES step size; theta += alpha/N * sum z_n eps_n (paper: 5e-4).", min=0)
+    iterations: int = option(50, "ES iterations (total; raise it to extend a run).", min=1, identity=False)
+    prompts_per_iteration: int = option(16, "Prompts scored per ES iteration (greedy, fitness = mean reward).", min=1)
+    noise: str = option("iid", "iid (per-tensor seeds) or correlated (original code: one seed for all tensors).",
+                        choices=("iid", "correlated"))
+    fitness: str = option("reward", "reward (the paper: mean 0/1 reward of greedy completions) or answer_logprob (mean "
+                          "per-token log-probability of the reference answer, teacher-forced: dense, a departure from "
+                          "the paper; metrics' reward is then the unperturbed model's greedy reward).", choices=FITNESS)
+
+    def scale(self):
+        from evalkit.options import SCALE
+
+        return SCALE["es" if self.fitness == "reward" else f"es-{self.fitness}"]
+
+    def completions_per_unit(self) -> int:
+        return self.population * self.prompts_per_iteration
 
 
 def tensor_seed(member_seed: int, index: int, noise: str) -> int:
@@ -279,15 +277,14 @@ def member_fitness(model, tokenizer, problems, grader, opts: ESOptions, stop, sa
 
     `sampler(prompts, problems, cfg, stop) -> [Sample]`, if given, replaces
     `sample_chunk` (a vLLM engine that first loads the model's current weights)."""
-    from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
+    from evalkit.sampling import SamplingConfig, render_prompt, sample_problems
     from evalkit.train.common import decode_and_grade
 
     cfg = SamplingConfig(n=1, temperature=0.0, max_new_tokens=opts.max_new_tokens, seed=0)
-    prompts = [render_prompt(tokenizer, p.prompt) for p in problems]
     if sampler is None:
-        samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
+        samples = sample_problems(model, tokenizer, problems, cfg, stop_ids=stop)
     else:
-        samples = sampler(prompts, problems, cfg, stop)
+        samples = sampler([render_prompt(tokenizer, p.prompt) for p in problems], problems, cfg, stop)
     _, rewards = decode_and_grade(tokenizer, grader, samples, problems)
     return sum(rewards) / len(rewards), samples
 
@@ -312,11 +309,14 @@ def answer_logprob(model, tokenizer, problems, kind: str, stop) -> float:
     return float(((logp * mask).sum(-1) / mask.sum(-1)).mean())
 
 
-def es_iteration(model, tokenizer, task, grader, opts: ESOptions, step: int, stop, sampler=None) -> dict:
-    """One ES iteration in place; returns its metrics record. `sampler`: see member_fitness."""
-
+def es_iteration(policy, task, step: int) -> dict:
+    """One ES iteration in place (`policy`: evalkit.train.common.Policy; its `sampler`: see
+    member_fitness); returns its metrics record."""
     from evalkit.train.common import derive_seed, pick_problems
     from metrics.grpo import population_zscores
+
+    model, tokenizer, grader, opts, stop, sampler = (policy.model, policy.tokenizer, policy.grader, policy.opts,
+                                                     policy.stop, policy.sampler)
 
     params = _params(model)
     problems = pick_problems(task.problems, opts.prompts_per_iteration, derive_seed(opts.seed, "es-prompts", step))
@@ -373,9 +373,9 @@ def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> d
     from evalkit.grading import Grader
     from evalkit.models import load_model
     from evalkit.sampling import stop_token_ids
-    from evalkit.train.common import save_checkpoint, start_run
+    from evalkit.train.common import Policy, save_checkpoint, start_run
 
-    validate(opts)
+    opts.validate()
     if opts.uses_ray:
         raise UsageError("Ray workers asked for: call evalkit.train.run_es, which runs ES on Ray")
     at = start_run(out, "train-es", opts)
@@ -392,7 +392,7 @@ def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> d
         if engine:
             cleanup.callback(engine.close)
         for step in range(at.step + 1, opts.iterations + 1):
-            record = {**es_iteration(model, tokenizer, at.task, grader, opts, step, stop, sampler),
+            record = {**es_iteration(Policy(model, tokenizer, grader, tuple(stop), opts, sampler), at.task, step),
                       **extra}
             at.log.append(record)
             if step % opts.save_every == 0 or step == opts.iterations:

@@ -50,7 +50,6 @@ from evalkit.train.es import (
     member_seeds,
     perturb_,
     restore_,
-    validate,
 )
 
 __all__ = ["run_es_ray", "ESWorker", "RayPopulation", "ReplicaMismatch"]
@@ -293,7 +292,7 @@ def run_es_ray(opts: ESOptions, out: Path, *, progress: Callable | None = None) 
     `opts.ray_address` when given; `opts.threads` each, default cores // workers); same run
     folder. Called by `run_es` when the options ask for Ray."""
     from evalkit.models import ModelRef, resolve_device
-    from evalkit.runstore import check_writable
+    from evalkit.rundir import check_writable
     from evalkit.train.common import (
         MetricsLog,
         load_training_task,
@@ -302,7 +301,7 @@ def run_es_ray(opts: ESOptions, out: Path, *, progress: Callable | None = None) 
     )
     from metrics.grpo import population_zscores
 
-    validate(opts)
+    opts.validate()
     check_writable(out)
     workers, address = opts.ray_workers or 1, opts.ray_address
     threads = opts.threads

@@ -38,79 +38,100 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from evalkit.errors import UsageError
-from evalkit.train.common import TrainOptions, check_train_scale
+from evalkit.options import option
+from evalkit.train.common import Policy, TrainOptions
+from evalkit.train.guidance import Rollout
 
-__all__ = ["GRPOOptions", "run_grpo", "policy_loss", "token_logprobs", "LOSS_TYPES"]
+__all__ = ["GRPOOptions", "run_grpo", "policy_loss", "LossSpec", "Policy", "collect_batch", "token_logprobs", "LOSS_TYPES"]
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo")
 
 
 @dataclass(frozen=True)
 class GRPOOptions(TrainOptions):  # backend vllm: groups sampled by a colocated vLLM engine
-    group_size: int = 8
-    prompts_per_step: int = 4
-    steps: int = 50
-    lr: float = 1e-6
-    loss: str = "dapo"  # TRL 1.x default
-    epsilon: float = 0.2
-    epsilon_high: float | None = None  # None: same as epsilon (TRL); DAPO uses 0.28
-    beta: float = 0.0
-    scale_rewards: str = "group"
-    dynamic_sampling: bool = False
-    max_sampling_rounds: int = 4
-    updates_per_batch: int = 1
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.0
-    micro_batch: int = 2  # 2: peak memory 0.48x TRL on the benchmark (8: 0.62x, faster)
-    temperature: float = 1.0
-    top_p: float = 1.0
+    kind: ClassVar[str] = "grpo"
+
+    group_size: int = option(8, "Completions per prompt G (TRL num_generations: 8).", min=2,
+                             note="a group needs at least 2 samples (TRL default 8)")
+    prompts_per_step: int = option(4, "Prompts per step (groups of --group-size).", min=1)
+    steps: int = option(50, "Training steps (total; raise it to extend a run).", min=1, identity=False)
+    lr: float = option(1e-6, "AdamW learning rate (constant).", above=0)
+    loss: str = option("dapo", "Aggregation: grpo (per sequence), dapo (per token), dr_grpo (B * max_new_tokens).",
+                       choices=LOSS_TYPES)  # dapo: TRL 1.x default
+    epsilon: float = option(0.2, "Lower clip epsilon (TRL: 0.2).", min=0)
+    epsilon_high: float | None = option(None, "Upper clip epsilon; default = --epsilon (DAPO: 0.28).", min=0)
+    beta: float = option(0.0, "KL (k3) weight to the starting model; 0 = no reference model.", min=0)
+    scale_rewards: str = option("group", "group: divide advantages by group std + 1e-4; none: Dr. GRPO.",
+                                choices=("group", "none"))
+    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: keep groups with 0 < #correct < G, resample to "
+                                    "fill.")
+    max_sampling_rounds: int = option(4, "Sampling rounds allowed per step with --dynamic-sampling.", min=1)
+    updates_per_batch: int = option(1, "AdamW steps per sampled batch (TRL num_iterations; >1 makes clipping "
+                                    "active).", min=1)
+    max_grad_norm: float = option(1.0, "Gradient clipping norm.", above=0)
+    weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0).", min=0)
+    micro_batch: int = option(2, "Sequences per forward/backward (memory, not the result).", min=1)
+    temperature: float = option(1.0, "Sampling temperature of GRPO groups (and of its log-probs, as TRL).", above=0,
+                                note="groups need different samples")
+    top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off.", above=0, max=1)
     # context for rollouts (evalkit.train.guidance): a weak model's prefixes, hints for all-wrong groups
-    guide_model: str | None = None
-    guide_tokens: int = 0
-    guided_rollouts: int = 0
-    hint: str | None = None  # "all-wrong"
-    hint_fraction: float = 0.5
+    guide_model: str | None = option(None, "Weak guide model: its completions' first --guide-tokens tokens start "
+                                     "--guided-rollouts of each group (context: out of the loss and ratio).")
+    guide_tokens: int = option(0, "Prefix length taken from the guide model's completion.", min=0)
+    guided_rollouts: int = option(0, "Rollouts per group (< G) that continue a guide prefix.", min=0)
+    hint: str | None = option(None, "all-wrong: a group whose rewards are all 0 is sampled once more from a hint "
+                              "(the first --hint-fraction of the reference solution or answer; context, out of the "
+                              "loss).", choices=("all-wrong",))
+    hint_fraction: float = option(0.5, "Share of the reference given as the hint, in (0, 1).", above=0, below=1)
 
+    def scale(self):
+        from evalkit.options import SCALE
 
-def validate(opts: GRPOOptions) -> None:
-    if opts.group_size < 2:
-        raise UsageError(f"--group-size {opts.group_size}: a group needs at least 2 samples (TRL default 8)")
-    if opts.loss not in LOSS_TYPES:
-        raise UsageError(f"--loss {opts.loss}: choose one of {', '.join(LOSS_TYPES)}")
-    if opts.scale_rewards not in ("group", "none"):
-        raise UsageError(f"--scale-rewards {opts.scale_rewards}: choose group or none")
-    if opts.temperature <= 0:
-        raise UsageError("--temperature must be > 0 for GRPO (groups need different samples)")
-    counts = (opts.prompts_per_step, opts.steps, opts.max_new_tokens, opts.save_every,
-              opts.micro_batch, opts.updates_per_batch, opts.max_sampling_rounds)
-    if min(counts) < 1:
-        raise UsageError("step, prompt, token, micro-batch and round counts must be >= 1")
-    if opts.lr <= 0 or opts.epsilon < 0 or (opts.epsilon_high or 0) < 0 or opts.beta < 0:
-        raise UsageError("--lr must be > 0; --epsilon, --epsilon-high and --beta >= 0")
-    check_train_scale(opts, ray_allowed=False)
-    from evalkit.train.guidance import check_guidance
+        return SCALE["grpo-context" if self.guided_rollouts or self.hint else "grpo"]
 
-    check_guidance(opts)
-    if (opts.guided_rollouts or opts.hint) and opts.backend != "hf":
-        raise UsageError("--guide-model / --hint: rollouts with context are sampled with --backend hf only")
+    def completions_per_unit(self) -> int:
+        return self.prompts_per_step * self.group_size  # a guided rollout (prefix + continuation) is one
+
+    def _checks(self) -> None:
+        from evalkit.options import OptionError
+        from evalkit.train.guidance import check_guidance
+
+        check_guidance(self)
+        if self.guided_rollouts and self.guide_tokens >= self.max_new_tokens:
+            raise OptionError("guide_tokens", self.guide_tokens, f"must be below max_new_tokens {self.max_new_tokens} "
+                              "(the guide's prefix is part of the rollout)")
 
 
 # ---------------------------------------------------------------- the loss
 
 
-def policy_loss(logp, old_logp, adv, mask, *, eps_low: float, eps_high: float, loss_type: str,
-                num_sequences: int, num_tokens: int, max_completion_length: int,
-                beta: float = 0.0, ref_logp=None):
+@dataclass(frozen=True)
+class LossSpec:
+    """The loss of one batch: clip range, aggregation, KL weight, and the whole batch's
+    normalisers (`num_sequences` B, `num_tokens` active tokens, `max_completion_length`)."""
+
+    eps_low: float
+    eps_high: float
+    loss_type: str
+    num_sequences: int
+    num_tokens: int
+    max_completion_length: int
+    beta: float = 0.0
+
+
+def policy_loss(logp, old_logp, adv, mask, spec: LossSpec, ref_logp=None):
     """This micro-batch's share of the clipped GRPO loss, and summed token statistics.
 
     logp, old_logp, ref_logp, mask: (b, T) tensors; adv: (b,). The shares of
-    all micro-batches add up to the full-batch loss because the normalisers
-    (`num_sequences` B, `num_tokens` active tokens, `max_completion_length`)
-    are the whole batch's. Formulas: module docstring (TRL `_compute_loss`).
+    all micro-batches add up to the full-batch loss because the normalisers in
+    `spec` are the whole batch's. Formulas: module docstring (TRL `_compute_loss`).
     """
     import torch
+
+    eps_low, eps_high, loss_type, beta = spec.eps_low, spec.eps_high, spec.loss_type, spec.beta
+    num_sequences, num_tokens, max_completion_length = spec.num_sequences, spec.num_tokens, spec.max_completion_length
 
     mask = mask.to(logp.dtype)
     ratio = torch.exp(logp - old_logp)
@@ -153,22 +174,18 @@ def token_logprobs(model, seqs, *, temperature: float, pad_id: int):
     """
     import torch
 
+    from evalkit.forced import forced_forward
+
     device = next(model.parameters()).device
-    lengths = [len(p) + len(c) for p, c in seqs]
-    width, t_max = max(lengths), max(len(c) for _, c in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    t_max = max(len(c) for _, c in seqs)
     rows, cols, targets, slots = [], [], [], []
     for r, (p, c) in enumerate(seqs):
-        ids[r, : len(p) + len(c)] = torch.tensor(list(p) + list(c))
-        attn[r, : len(p) + len(c)] = 1
         for k, tok in enumerate(c):
             rows.append(r)
             cols.append(len(p) + k - 1)  # the position whose output predicts token k
             targets.append(tok)
             slots.append(r * t_max + k)
-    decoder = getattr(model, model.base_model_prefix)
-    hidden = decoder(input_ids=ids.to(device), attention_mask=attn.to(device)).last_hidden_state
+    hidden, _ = forced_forward(model, [list(p) + list(c) for p, c in seqs], pad_id=pad_id, left=False, hidden=True)
     picked = hidden[torch.tensor(rows, device=device), torch.tensor(cols, device=device)]
     logits = model.get_output_embeddings()(picked).float() / temperature
     target = torch.tensor(targets, device=device)
@@ -195,45 +212,44 @@ class Group:
         return self.prompts[k] if self.prompts else self.prompt_ids
 
 
-def _sample_groups(model, tokenizer, grader, problems, opts: GRPOOptions, seed: int, stop,
-                   sampler=None, guide=None, metrics: dict | None = None) -> tuple[list, list]:
+def _sample_groups(policy: Policy, problems, seed: int, metrics: dict | None = None) -> tuple[list, list]:
     """A group per problem: G - m rollouts of the policy's own, and m continuing a guide model's
-    prefix (`guide`, evalkit.train.guidance); returns (groups, the policy's own samples) and puts
-    the guided rollouts' metrics into `metrics` when given."""
-    from evalkit.sampling import SamplingConfig, render_prompt, sample_chunk
+    prefix (`policy.guide`, evalkit.train.guidance); returns (groups, the policy's own samples)
+    and puts the guided rollouts' metrics into `metrics` when given."""
+    from evalkit.sampling import SamplingConfig, render_prompt, sample_problems
     from evalkit.train.common import decode_and_grade, derive_seed
     from evalkit.train.guidance import given_rollouts, guide_prefixes
 
-    m = opts.guided_rollouts if guide is not None else 0
+    opts, tokenizer, stop = policy.opts, policy.tokenizer, policy.stop
+    m = opts.guided_rollouts if policy.guide is not None else 0
     cfg = SamplingConfig(opts.group_size - m, opts.temperature, opts.top_p, opts.max_new_tokens, seed)
     prompts = [render_prompt(tokenizer, p.prompt) for p in problems]
-    if sampler is None:
-        model.eval()
-        samples = sample_chunk(model, tokenizer, prompts, [p.id for p in problems], cfg, stop_ids=stop)
+    if policy.sampler is None:
+        policy.model.eval()
+        samples = sample_problems(policy.model, tokenizer, problems, cfg, stop_ids=stop)
     else:  # same Samples from another engine (evalkit.train.vllm)
-        samples = sampler(prompts, problems, cfg, stop)
-    _, rewards = decode_and_grade(tokenizer, grader, samples, problems)
+        samples = policy.sampler(prompts, problems, cfg, stop)
+    _, rewards = decode_and_grade(tokenizer, policy.grader, samples, problems)
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id in stop else stop[0]
-    guided = given_rollouts(model, tokenizer, grader, prompts, problems, guide_prefixes(
-        guide, tokenizer, prompts, problems, m, opts, derive_seed(seed, "guide"), stop), opts,
-        derive_seed(seed, "guided"), stop) if m else []
+    prefixes = guide_prefixes(policy, prompts, problems, m, derive_seed(seed, "guide")) if m else []
+    guided = given_rollouts(policy, prompts, problems, prefixes, derive_seed(seed, "guided")) if m else []
     groups = []
     for i, prompt in enumerate(prompts):
-        rows = [(s, r) for s, r in zip(samples, rewards, strict=True) if s.problem_index == i]
         ids = tuple(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        own = [(ids, s.token_ids + ((eos,) if s.finish_reason == "stop" else ()), r, 0) for s, r in rows]
-        given = [(p_ids, c, r, ctx) for j, p_ids, c, r, ctx, _ in guided if j == i]
-        groups.append(_group(ids, own + given))
+        own = [Rollout(i, ids, s.token_ids + ((eos,) if s.finish_reason == "stop" else ()), r, 0, s)
+               for s, r in zip(samples, rewards, strict=True) if s.problem_index == i]
+        groups.append(_group(ids, own + [g for g in guided if g.problem == i]))
     if m and metrics is not None:
         metrics.update(_guided_metrics(samples, rewards, guided))
     return groups, samples
 
 
-def _group(prompt_ids, rows) -> Group:
-    """A Group from (prompt ids, completion, reward, context tokens) rows."""
-    given = any(ctx for *_, ctx in rows)
-    return Group(prompt_ids, tuple(c for _, c, _, _ in rows), tuple(r for _, _, r, _ in rows),
-                 tuple(p for p, *_ in rows) if given else (), tuple(ctx for *_, ctx in rows) if given else ())
+def _group(prompt_ids, rollouts: list[Rollout]) -> Group:
+    """A Group of one problem's rollouts (given text, when any, kept per completion)."""
+    given = any(r.context for r in rollouts)
+    return Group(prompt_ids, tuple(r.completion for r in rollouts), tuple(r.reward for r in rollouts),
+                 tuple(r.prompt_ids for r in rollouts) if given else (),
+                 tuple(r.context for r in rollouts) if given else ())
 
 
 def _guided_metrics(samples, rewards, guided) -> dict:
@@ -244,38 +260,39 @@ def _guided_metrics(samples, rewards, guided) -> dict:
         return float(np.mean(values)) if values else None
 
     return {"frac_guided": len(guided) / (len(guided) + len(samples)),
-            "reward_guided": float(np.mean([g[3] for g in guided])), "reward_unguided": float(np.mean(rewards)),
-            "entropy_guided": entropy([g[5] for g in guided]), "entropy_unguided": entropy(samples),
-            "guide_tokens_mean": float(np.mean([g[4] for g in guided]))}
+            "reward_guided": float(np.mean([g.reward for g in guided])), "reward_unguided": float(np.mean(rewards)),
+            "entropy_guided": entropy([g.sample for g in guided]), "entropy_unguided": entropy(samples),
+            "guide_tokens_mean": float(np.mean([g.context for g in guided]))}
 
 
-def _hint_groups(model, tokenizer, grader, problems, groups, opts: GRPOOptions, seed: int, stop) -> tuple[list, dict]:
+def _hint_groups(policy: Policy, problems, groups: list[Group], seed: int) -> tuple[list, dict]:
     """Groups whose rewards are all 0, sampled once more from a hint (evalkit.train.guidance)."""
     from evalkit.sampling import render_prompt
     from evalkit.train.guidance import given_rollouts, hint_text
 
+    opts = policy.opts
     wrong = [k for k, g in enumerate(groups) if not any(g.rewards)]
     if not wrong:
         return groups, {"frac_hinted": 0.0}
     chosen = [problems[k] for k in wrong]
-    prompts = [render_prompt(tokenizer, p.prompt) for p in chosen]
+    prompts = [render_prompt(policy.tokenizer, p.prompt) for p in chosen]
     given = [[hint_text(p, opts.hint_fraction)] * opts.group_size for p in chosen]
-    rows = given_rollouts(model, tokenizer, grader, prompts, chosen, given, opts, seed, stop)
+    rows = given_rollouts(policy, prompts, chosen, given, seed)
     out = list(groups)
     for j, k in enumerate(wrong):
-        out[k] = _group(groups[k].prompt_ids, [(p_ids, c, r, ctx) for i, p_ids, c, r, ctx, _ in rows if i == j])
+        out[k] = _group(groups[k].prompt_ids, [r for r in rows if r.problem == j])
     return out, {"frac_hinted": len(wrong) / len(groups), "reward_before_hint": 0.0,
-                 "reward_after_hint": sum(r[3] for r in rows) / len(rows),
-                 "hint_tokens_mean": sum(r[4] for r in rows) / len(rows)}
+                 "reward_after_hint": sum(r.reward for r in rows) / len(rows),
+                 "hint_tokens_mean": sum(r.context for r in rows) / len(rows)}
 
 
-def collect_batch(model, tokenizer, grader, task, opts: GRPOOptions, step: int, stop,
-                  sampler=None, guide=None) -> tuple[list, dict]:
-    """Groups to train on; all sampled groups feed the reward metrics. `sampler`: see _sample_groups;
-    `guide`: the guide model of guided rollouts. `frac_reward_zero_std` is the raw figure, before hints."""
+def collect_batch(policy: Policy, task, step: int) -> tuple[list, dict]:
+    """Groups to train on; all sampled groups feed the reward metrics. `frac_reward_zero_std` is
+    the raw figure, before hints."""
     from evalkit.train.common import completion_metrics, derive_seed, pick_problems
     from metrics.grpo import group_stats, keep_informative_groups
 
+    opts = policy.opts
     kept, sampled, samples, used, extra = [], [], [], set(), {}
     rounds = opts.max_sampling_rounds if opts.dynamic_sampling else 1
     for round_ in range(rounds):
@@ -286,13 +303,11 @@ def collect_batch(model, tokenizer, grader, task, opts: GRPOOptions, step: int, 
         problems = pick_problems(pool, need, derive_seed(opts.seed, "grpo-prompts", step, round_))
         used.update(p.id for p in problems)
         seed = derive_seed(opts.seed, "grpo-sample", step, round_)
-        groups, round_samples = _sample_groups(model, tokenizer, grader, problems, opts, seed, stop,
-                                               sampler, guide, extra)
+        groups, round_samples = _sample_groups(policy, problems, seed, extra)
         sampled += groups
         samples += round_samples
         if opts.hint:
-            groups, hinted = _hint_groups(model, tokenizer, grader, problems, groups, opts,
-                                          derive_seed(seed, "hint"), stop)
+            groups, hinted = _hint_groups(policy, problems, groups, derive_seed(seed, "hint"))
             extra.update(hinted)
         keep = keep_informative_groups([g.rewards for g in groups]) if opts.dynamic_sampling else None
         kept += [g for k, g in enumerate(groups) if keep is None or keep[k]]
@@ -321,12 +336,8 @@ def grpo_update(model, ref_model, optimizer, groups: list[Group], opts: GRPOOpti
     with torch.no_grad():
         old = [logp_of(model, b)[0] for b in batches] if opts.updates_per_batch > 1 else None
         ref = [logp_of(ref_model, b)[0] for b in batches] if opts.beta != 0.0 else None
-    norms = {
-        "num_sequences": len(seqs),
-        "num_tokens": sum(len(c) for _, c in seqs),
-        "max_completion_length": opts.max_new_tokens,
-    }
-    eps_high = opts.epsilon if opts.epsilon_high is None else opts.epsilon_high
+    spec = LossSpec(opts.epsilon, opts.epsilon if opts.epsilon_high is None else opts.epsilon_high, opts.loss,
+                    len(seqs), sum(len(c) for _, c in seqs), opts.max_new_tokens, opts.beta)
     totals = {"loss": 0.0, "clip_low": 0.0, "clip_high": 0.0, "clip_region": 0.0, "kl": 0.0, "tokens": 0.0}
     model.train()
     for _ in range(opts.updates_per_batch):
@@ -335,8 +346,7 @@ def grpo_update(model, ref_model, optimizer, groups: list[Group], opts: GRPOOpti
             logp, mask = logp_of(model, idx)
             loss, stats = policy_loss(
                 logp, old[k] if old else logp.detach(), torch.tensor(adv[idx], dtype=logp.dtype, device=logp.device),
-                mask, eps_low=opts.epsilon, eps_high=eps_high, loss_type=opts.loss, beta=opts.beta,
-                ref_logp=ref[k] if ref else None, **norms,
+                mask, spec, ref_logp=ref[k] if ref else None,
             )
             loss.backward()
             totals["loss"] += float(loss.detach()) / opts.updates_per_batch
@@ -365,7 +375,7 @@ def run_grpo(opts: GRPOOptions, out: Path, *, progress: Callable | None = None) 
     """Run (or resume) GRPO into `out`; returns the summary written to summary.json."""
     from evalkit.train.common import gradient_run
 
-    validate(opts)
+    opts.validate()
     at = gradient_run(opts, out, "train-grpo", opts.steps, _grpo_steps, progress=progress)
     return _summary(at.run, at.log, out, opts.steps)
 
@@ -392,8 +402,8 @@ def _grpo_steps(model, tokenizer, stop, at, opts: GRPOOptions, cleanup):
         guide, _ = load_model(resolve_model(opts.guide_model), dtype=opts.dtype, device=at.device)
 
     def step_fn(step: int, grader, optimizer) -> dict:
-        groups, record = collect_batch(model, tokenizer, grader, at.task, opts, step, stop,
-                                       engine.sample if engine else None, guide)
+        policy = Policy(model, tokenizer, grader, tuple(stop), opts, engine.sample if engine else None, guide)
+        groups, record = collect_batch(policy, at.task, step)
         if groups:
             record.update(grpo_update(model, ref_model, optimizer, groups, opts, tokenizer.pad_token_id))
             if engine:

@@ -18,15 +18,16 @@ with the given tokens as context, so they are out of the loss and of the ratio b
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from evalkit.errors import UsageError
 
-__all__ = ["hint_text", "given_rollouts", "guide_prefixes", "check_guidance"]
+__all__ = ["Rollout", "hint_text", "given_rollouts", "guide_prefixes", "check_guidance"]
 
 
 def check_guidance(opts) -> None:
-    """Guidance and hint options that cannot work, refused with the reason."""
-    if opts.guided_rollouts < 0 or opts.guide_tokens < 0:
-        raise UsageError("--guided-rollouts and --guide-tokens must be >= 0")
+    """Guidance options that cannot work together, refused with the reason (the values' own
+    rules are GRPOOptions' metadata)."""
     if opts.guided_rollouts:
         if not opts.guide_model:
             raise UsageError("--guided-rollouts: give --guide-model (the weak model whose prefixes guide)")
@@ -39,10 +40,6 @@ def check_guidance(opts) -> None:
 
         if why := tokenizer_difference(opts.model, opts.guide_model):
             raise UsageError(f"--guide-model {opts.guide_model}: {why}; the prefix must be the policy's tokens")
-    if opts.hint not in (None, "all-wrong"):
-        raise UsageError(f"--hint {opts.hint}: the one kind is all-wrong")
-    if opts.hint and not 0 < opts.hint_fraction < 1:
-        raise UsageError(f"--hint-fraction {opts.hint_fraction}: must be in (0, 1)")
 
 
 def hint_text(problem, fraction: float) -> str:
@@ -52,10 +49,24 @@ def hint_text(problem, fraction: float) -> str:
     return source[: max(1, int(len(source) * fraction))]
 
 
-def given_rollouts(model, tokenizer, grader, prompts, problems, given: list[list[str]], opts, seed: int, stop):
-    """For problem i and each text in `given[i]`, one policy rollout continuing `prompt + text`:
-    [(problem index, prompt ids incl. the text, completion ids, reward, context tokens, Sample)]."""
+@dataclass(frozen=True)
+class Rollout:
+    """One rollout of a group, as GRPO trains on it."""
+
+    problem: int  # index of its problem in the step's batch
+    prompt_ids: tuple[int, ...]  # the rendered prompt's tokens, given text included
+    completion: tuple[int, ...]  # the policy's tokens, stop token appended when it stopped
+    reward: float
+    context: int = 0  # how many of prompt_ids are given text (0: the policy's own rollout)
+    sample: object = None  # the evalkit.sampling.Sample it came from
+
+
+def given_rollouts(policy, prompts, problems, given: list[list[str]], seed: int) -> list[Rollout]:
+    """For problem i and each text in `given[i]`, one policy rollout continuing `prompt + text`
+    (`policy`: evalkit.train.grpo.Policy: model, tokenizer, grader, stop, opts)."""
     from evalkit.sampling import SamplingConfig, decode_completion, sample_chunk
+
+    model, tokenizer, grader, opts, stop = policy.model, policy.tokenizer, policy.grader, policy.opts, policy.stop
 
     rows = [(i, text) for i, texts in enumerate(given) for text in texts]
     if not rows:
@@ -76,13 +87,16 @@ def given_rollouts(model, tokenizer, grader, prompts, problems, given: list[list
         i, text = rows[s.problem_index]
         prompt_ids = tuple(tokenizer(contexts[s.problem_index], add_special_tokens=False)["input_ids"])
         context = len(prompt_ids) - len(tokenizer(prompts[i], add_special_tokens=False)["input_ids"])
-        out.append((i, prompt_ids, s.token_ids + ((eos,) if s.finish_reason == "stop" else ()), r, context, s))
+        out.append(Rollout(i, prompt_ids, s.token_ids + ((eos,) if s.finish_reason == "stop" else ()), r, context, s))
     return out
 
 
-def guide_prefixes(guide, tokenizer, prompts, problems, m: int, opts, seed: int, stop) -> list[list[str]]:
-    """m prefixes per prompt: the first `guide_tokens` tokens of the guide model's samples, as text."""
+def guide_prefixes(policy, prompts, problems, m: int, seed: int) -> list[list[str]]:
+    """m prefixes per prompt: the first `guide_tokens` tokens of the guide model's
+    (`policy.guide`) samples, as text."""
     from evalkit.sampling import SamplingConfig, decode_completion, sample_chunk
+
+    guide, tokenizer, opts, stop = policy.guide, policy.tokenizer, policy.opts, policy.stop
 
     cfg = SamplingConfig(m, opts.temperature, opts.top_p, opts.guide_tokens, seed, record_entropy=False)
     samples = sample_chunk(guide, tokenizer, prompts, [f"{p.id}#guide" for p in problems], cfg, stop_ids=stop)

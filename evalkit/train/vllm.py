@@ -98,9 +98,9 @@ EXTENSION = "evalkit.train.vllm.WeightSyncExtension"
 
 def require_gpu(device: str) -> None:
     """UsageError unless `device` is a CUDA device (the engine shares the trainer's GPU)."""
-    from evalkit.options import check_backend
+    from evalkit.options import check_device
 
-    check_backend("vllm", ray=False, device=str(device))
+    check_device("vllm", str(device))
 
 
 def check_vllm_backend(device: str) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["ForcedSample", "score_positions", "teacher_entropy", "read_samples_file", "forced_from_records",
+__all__ = ["ForcedSample", "forced_forward", "score_positions", "teacher_entropy", "read_samples_file", "forced_from_records",
            "entropies_of_records", "records_of_run"]
 
 
@@ -50,18 +50,44 @@ class ForcedSample:
         return len(self.completion_ids) + int(self.stopped)
 
 
+def forced_forward(model, rows: Sequence[Sequence[int]], *, pad_id: int = 0, left: bool, keep: int = 0,
+                   hidden: bool = False):
+    """One teacher-forced forward pass over token rows padded into a batch: the one forward that
+    teacher-forcing, the forward KL, multiple-choice scoring, GRPO's log-probs and distillation
+    share. `left`: left padding, positions counted from each row's first token (every row ends
+    at the right edge, so the last `keep` positions are each row's last); else right padding with
+    the model's own positions 0..len-1. `keep`: only the last `keep` positions' logits (0: all).
+    `hidden`: the decoder's last hidden states instead of logits (a caller that projects only the
+    positions it needs). Gradients flow unless the caller runs it under `torch.inference_mode()`.
+    Returns (output, attention mask), the mask on the model's device."""
+    import torch
+
+    device = next(model.parameters()).device
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        span = slice(width - len(row), width) if left else slice(0, len(row))
+        ids[i, span] = torch.tensor(list(row), dtype=torch.long)
+        mask[i, span] = 1
+    ids, mask = ids.to(device), mask.to(device)
+    extra = {"position_ids": (mask.cumsum(-1) - 1).clamp(min=0), "use_cache": False} if left else {}
+    if hidden:
+        decoder = getattr(model, model.base_model_prefix)
+        return decoder(input_ids=ids, attention_mask=mask, **extra).last_hidden_state, mask
+    if keep:
+        extra["logits_to_keep"] = keep
+    return model(input_ids=ids, attention_mask=mask, **extra).logits, mask
+
+
 def _forward(model, batch: Sequence[ForcedSample], keep: int):
     """Logits (float32) of the last `keep` positions of each left-padded prompt + completion row."""
     import torch
 
-    device = next(model.parameters()).device
     inputs = [list(s.prompt_ids) + list(s.completion_ids[: s.num_tokens - 1]) for s in batch]
-    width = max(len(x) for x in inputs)
-    ids = torch.tensor([[0] * (width - len(x)) + x for x in inputs], device=device)
-    mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in inputs], device=device)
     with torch.inference_mode():
-        return model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                     use_cache=False, logits_to_keep=keep).logits.float()
+        logits, _ = forced_forward(model, inputs, left=True, keep=keep)
+        return logits.float()
 
 
 def _batches(samples: Sequence[ForcedSample], max_batch_tokens: int, max_batch: int | None):
@@ -125,7 +151,7 @@ def teacher_entropy(
 def read_samples_file(path: Path) -> list[dict]:
     """Records of a JSONL of externally generated samples: prompt, completion,
     optional temperature and finish_reason; a clear UsageError otherwise."""
-    from evalkit.runstore import read_jsonl
+    from evalkit.jsonio import read_jsonl
 
     path = Path(path)
     if not path.is_file():
@@ -167,27 +193,31 @@ def forced_from_records(
     return out
 
 
-def entropies_of_records(model_name: str, records: Sequence[dict], *, raw_prompt: bool = False,
-                         temperature: float = 1.0, dtype: str = "float32", device: str = "auto",
-                         batch_tokens: int = 4096, on_batch: Callable[[int], None] | None = None):
-    """Load `model_name` and teacher-force prompt/completion records: (mean entropy per record,
-    generated tokens per record, the model's identity {name, sha256, dtype, path})."""
-    from evalkit.models import load_model, resolve_device, resolve_model, weights_hash
+def entropies_of_records(model_opts, records: Sequence[dict], *, raw_prompt: bool = False,
+                         temperature: float = 1.0, batch_tokens: int = 4096,
+                         on_batch: Callable[[int], None] | None = None):
+    """Load the model of `model_opts` (evalkit.options.ModelOptions) and teacher-force
+    prompt/completion records: (mean entropy per record, generated tokens per record, the
+    model's identity {name, sha256, dtype, path})."""
+    from evalkit.models import identity as model_identity
+    from evalkit.models import load_model, resolve_device, resolve_model
 
     if batch_tokens < 1:
         raise UsageError(f"--batch-tokens {batch_tokens}: need at least 1")
-    ref = resolve_model(model_name)
-    model, tokenizer = load_model(ref, dtype=dtype, device=resolve_device(device))
+    dtype = model_opts.dtype
+    ref = resolve_model(model_opts.model)
+    model, tokenizer = load_model(ref, dtype=dtype, device=resolve_device(model_opts.device))
     forced = forced_from_records(tokenizer, records, raw_prompt=raw_prompt, temperature=temperature)
     values = teacher_entropy(model, forced, max_batch_tokens=batch_tokens, on_batch=on_batch)
-    identity = {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": dtype, "path": ref.path}
+    identity = {**model_identity(ref, dtype), "path": ref.path}
     return values, [f.num_tokens for f in forced], identity
 
 
 def records_of_run(path: Path) -> list[dict]:
     """prompt/completion records of a passk run folder, prompts rebuilt from its task identity
     (problem_id, outcome, temperature and finish_reason kept), in samples.jsonl's order."""
-    from evalkit.runstore import read_samples, upgrade
+    from evalkit.jsonio import read_samples
+    from evalkit.records import upgrade
     from evalkit.tasks import load_task_identity
 
     path = Path(path)

@@ -4,7 +4,7 @@
 
 Sparse-token on-policy distillation (Liu et al.): almost all of the teacher-student signal sits
 in a handful of tokens per trajectory. On the student's own samples (a passk run folder of the
-student), teacher-forced through both models (evalkit.teacher.score_positions, one forward pass
+student), teacher-forced through both models (evalkit.forced.score_positions, one forward pass
 per batch and model), at every generated position, over the full vocabulary at the run's
 temperature: the reverse KL `KL(student || teacher) = sum_v p_s (log p_s - log p_t)` (the
 on-policy distillation objective), the forward KL `KL(teacher || student)`, and whether the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.options import ModelOptions
+from evalkit.options import ModelOptions, option
 
 __all__ = ["TokensOptions", "run_tokens", "SHARES"]
 
@@ -33,21 +33,20 @@ SHARES = (0.0005, 0.005, 0.05)
 
 @dataclass(frozen=True)
 class TokensOptions(ModelOptions):  # model: the teacher
-    student: str = "smollm2-135m"
-    samples: str = ""  # a passk run folder of the student
-    top: int = 20
-    batch_size: int = 8
+    student: str = option("smollm2-135m", "The student: checkpoint folder, hub name, or built-in 'smollm2-135m'.")
+    samples: str = option("", "A passk run folder of the student (its own samples are scored).")
+    top: int = option(20, "Tokens of largest divergence listed.", min=0)
+    batch_size: int = option(8, "Sequences per forward pass.", min=1)
 
 
 def run_tokens(opts: TokensOptions, out: Path | None = None, *, progress: Callable | None = None) -> dict:
     """Per-token divergence of teacher and student on the student's samples; tokens.json's content."""
+    from evalkit.forced import forced_from_records, records_of_run, score_positions
     from evalkit.forgetting.kl import tokenizer_mismatch
-    from evalkit.models import load_model, resolve_device, resolve_model, weights_hash
-    from evalkit.runstore import check_writable
-    from evalkit.teacher import forced_from_records, records_of_run, score_positions
+    from evalkit.models import identity, load_model, resolve_device, resolve_model
+    from evalkit.rundir import check_writable
 
-    if opts.batch_size < 1 or opts.top < 0:
-        raise UsageError("--batch-size must be >= 1 and --top >= 0")
+    opts.validate()
     check_writable(out)
     if not opts.samples or not Path(opts.samples).is_dir():
         raise UsageError(f"--samples {opts.samples!r}: give a passk run folder of the student")
@@ -63,7 +62,7 @@ def run_tokens(opts: TokensOptions, out: Path | None = None, *, progress: Callab
     scored = score_positions([student, teacher], samples, _divergence, max_batch=opts.batch_size, on_batch=tick)
     report = summarize(records, samples, scored, s_tok, opts.top)
     report = {"kind": "tokens", "samples": opts.samples,
-              "models": {k: {"name": r.name, "sha256": weights_hash(r.path), "dtype": opts.dtype}
+              "models": {k: identity(r, opts.dtype)
                          for k, r in refs.items()}, **report}
     if out is not None:
         write_outputs(report, Path(out))
@@ -148,7 +147,7 @@ def write_outputs(report: dict, out: Path) -> list[Path]:
     """tokens.json and tokens_most_divergent.csv in `out`."""
     import pandas as pd
 
-    from evalkit.runstore import write_atomic, write_json_atomic
+    from evalkit.jsonio import write_atomic, write_json_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "tokens.json", report)

@@ -1,0 +1,153 @@
+"""JSON on disk: strict values, atomic replacement, line-atomic appends, tolerant reads.
+
+    write_json_atomic(path, {"a": 1})      # readers see the old file or the new one, never a part
+    append_jsonl(path, records)            # one write per line, fsync: a crash tears at most the last
+    read_samples(path)                     # complete lines; a torn last line is ignored
+
+Strict JSON: NaN and Inf are written as null, numpy scalars as Python numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from evalkit.errors import UsageError
+
+__all__ = ["plain_json", "frame_records", "write_atomic", "write_json_atomic", "jsonl_line", "append_jsonl",
+           "read_jsonl", "read_samples", "split_lines", "cut_torn_line", "REJECTED", "REPAIR_HINT"]
+
+
+def plain_json(value):
+    """Strict-JSON values: numpy scalars to Python, NaN/Inf to None (no bare `NaN` in a file)."""
+    if isinstance(value, dict):
+        return {k: plain_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def frame_records(frame) -> list[dict]:
+    """A DataFrame's rows as plain records at full float precision (pandas' `to_json` keeps 10
+    digits, so a figure stored that way no longer equals the one computed)."""
+    return plain_json(frame.to_dict(orient="records"))
+
+
+def write_atomic(path: Path, write) -> None:
+    """`write(fh)` into a temporary file beside `path` (text, UTF-8), fsync, then rename over
+    `path`: readers see the old file or the new one, never a part."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Strict JSON (NaN/Inf written as null), replaced atomically."""
+    def dump(fh):
+        json.dump(plain_json(data), fh, indent=2, sort_keys=False, default=str, allow_nan=False)
+        fh.write("\n")
+
+    write_atomic(path, dump)
+
+
+def jsonl_line(record: dict) -> bytes:
+    """One record as a strict-JSON line (UTF-8, newline-terminated), as every append writes it."""
+    return (json.dumps(plain_json(record), ensure_ascii=False, allow_nan=False) + "\n").encode()
+
+
+def append_jsonl(path: Path, records: Iterable[dict]) -> None:
+    """Append JSON lines, one `write` each on an O_APPEND descriptor, then fsync: a crash
+    tears at most the last line, which `read_samples` ignores."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for record in records:
+            os.write(fd, jsonl_line(record))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a user's JSONL file; a line that is not
+    a JSON object, or a file that is not UTF-8, is a UsageError naming the place."""
+    from evalkit.errors import UsageError
+
+    records = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+                if not isinstance(record, dict):
+                    raise UsageError(f"{path}:{lineno}: expected a JSON object")
+                records.append((lineno, record))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    return records
+
+
+REJECTED = "samples.rejected.jsonl"
+
+
+REPAIR_HINT = f"rerun with --repair to set it aside in {REJECTED} and sample it again"
+
+
+def read_samples(path: Path, *, hint: str = REPAIR_HINT) -> list[dict]:
+    """Complete lines of a samples file; a torn last line is ignored, a corrupt complete line is a
+    UsageError naming it (`evalkit passk --repair` sets such lines aside and resamples them)."""
+    good, bad = split_lines(path)
+    if bad:
+        raise UsageError(f"{path}:{bad[0][0]}: corrupt line (not a JSON record); {hint}")
+    return [record for _, record in good]
+
+
+def split_lines(path: Path) -> tuple[list, list]:
+    """([(line number, record)], [(line number, raw bytes)]) of the complete lines of a JSONL file."""
+    good, bad = [], []
+    if not Path(path).exists():
+        return good, bad
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            if not raw.endswith(b"\n"):
+                break  # torn by a crash mid-write
+            try:
+                record = json.loads(raw)
+                if not isinstance(record, dict):
+                    raise ValueError
+                good.append((number, record))
+            except ValueError:
+                bad.append((number, raw))
+    return good, bad
+
+
+def cut_torn_line(path: Path) -> None:
+    """Cut a JSONL file after its last newline: the part line a crash mid-write left is dropped
+    before anything is appended after it."""
+    path = Path(path)
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end != len(data):
+        with open(path, "r+b") as fh:
+            fh.truncate(end)
+
+

@@ -1,0 +1,124 @@
+"""The options classes own their rules (evalkit.options): one declaration per default, limit
+and help line, asked by the CLI, the study file and the library alike."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+from dataclasses import fields
+
+import pytest
+
+from evalkit.errors import UsageError
+from evalkit.options import GradingOptions, OptionError, PasskOptions, ScaleOptions
+from evalkit.train.es import ESOptions
+from evalkit.train.grpo import GRPOOptions
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# An option name has one meaning in every command: each command's help starts with it.
+MEANINGS = {
+    "--threads": "CPU threads that compute",
+    "--batch-size": "Sequences per forward pass",
+    "--grader-workers": ("Grader processes", "Grader / sandbox processes"),
+    "--device": ("auto, cpu, cuda", "With --model: auto, cpu, cuda"),
+}
+
+
+def _command_helps() -> dict[str, dict[str, str]]:
+    from typer.main import get_command
+
+    from evalkit.cli import app
+
+    helps: dict[str, dict[str, str]] = {}
+
+    def walk(command, path):
+        if hasattr(command, "commands"):
+            for name, sub in command.commands.items():
+                walk(sub, [*path, name])
+            return
+        for param in command.params:
+            if type(param).__name__.endswith("Option"):
+                helps.setdefault(param.opts[0], {})[" ".join(path)] = param.help or ""
+
+    walk(get_command(app), [])
+    return helps
+
+
+@pytest.mark.parametrize("name", sorted(MEANINGS))
+def test_an_option_name_means_one_thing_in_every_command(name):
+    helps = _command_helps()[name]
+    assert len(helps) >= 2, f"{name} is in one command only: {helps}"
+    for command, text in helps.items():
+        assert text.startswith(MEANINGS[name]), f"evalkit {command} {name}: {text!r}"
+
+
+def test_rules_live_in_field_metadata_and_every_field_has_help():
+    for cls in (PasskOptions, GRPOOptions, ESOptions):
+        for f in fields(cls):
+            assert f.metadata.get("help"), f"{cls.__name__}.{f.name} has no help line"
+
+
+@pytest.mark.parametrize(("opts", "message"), [
+    (PasskOptions(n=2, ks=(1, 32)), "--k 32: every k must be between 1 and n = 2"),
+    (PasskOptions(temperature=-1.0), "--temperature -1.0: must be >= 0"),
+    (PasskOptions(top_p=0.0), "--top-p 0.0: must be > 0"),
+    (PasskOptions(preset="gsm9k"), "--preset gsm9k: choose gsm8k, math or aime"),
+    (PasskOptions(temperature=float("nan")), "--temperature nan: give a finite number"),
+    (GradingOptions(grader_workers=0), "--grader-workers 0: must be >= 1"),
+    (GRPOOptions(group_size=1), "--group-size 1: must be >= 2"),
+    (ESOptions(population=1), "--population 1: must be >= 2 (ES z-scores need at least 2 members)"),
+])
+def test_validate_names_the_option_and_the_rule(opts, message):
+    with pytest.raises(OptionError) as caught:
+        opts.validate(values_only=True)
+    assert str(caught.value).startswith(message), str(caught.value)
+
+
+def test_a_toml_table_is_the_same_class_through_the_same_validation():
+    opts = PasskOptions.from_table({"n": 4, "k": [1, 2, 4]}, "evaluations.passk.")
+    assert opts == PasskOptions(n=4, ks=(1, 2, 4)).validate(values_only=True)
+    with pytest.raises(OptionError, match=r"^evaluations\.passk\.k 32: every k must be between 1 and n = 2"):
+        PasskOptions.from_table({"n": 2, "k": [1, 32]}, "evaluations.passk.")
+    with pytest.raises(OptionError, match=r"^evaluations\.passk\.n x: expected"):
+        PasskOptions.from_table({"n": "x"}, "evaluations.passk.")
+    with pytest.raises(UsageError, match=r"unknown key evaluations\.passk\.nn"):
+        PasskOptions.from_table({"nn": 2}, "evaluations.passk.")
+
+
+def test_identity_leaves_out_how_the_work_is_spread_not_what_it_computes():
+    base = PasskOptions().identity()
+    assert PasskOptions(grader_workers=7, ray_workers=3, threads=5).identity() == base
+    assert PasskOptions(temperature=0.5).identity() != base
+    assert "model" not in base and "grader_workers" not in base
+
+
+def test_the_trainer_kind_is_the_class():
+    assert GRPOOptions.kind == "grpo" and ESOptions.kind == "es"
+    assert isinstance(GRPOOptions(), ScaleOptions) and GRPOOptions().scale() is not ESOptions().scale()
+
+
+def test_no_guessing_of_option_kinds_and_one_backend_table():
+    """`hasattr(opts, ...)` guessing is gone, and the backend names are declared once."""
+    for path in (ROOT / "evalkit").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "hasattr" and node.args:
+                target = ast.unparse(node.args[0])
+                assert "opts" not in target and "options" not in target, f"{path}:{node.lineno}: {ast.unparse(node)}"
+            if isinstance(node, ast.Tuple) and {ast.unparse(e) for e in node.elts} == {"'hf'", "'vllm'"}:
+                assert path.name == "options.py", f"{path}:{node.lineno} declares the backends again"
+
+
+def test_no_function_takes_more_than_seven_parameters_except_typer_commands():
+    too_many = []
+    for path in (ROOT / "evalkit").rglob("*.py"):
+        if path.name.startswith("cli"):
+            continue  # typer commands: one parameter per option
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                if len([n for n in names if n not in ("self", "cls")]) > 7:
+                    too_many.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not too_many, too_many
