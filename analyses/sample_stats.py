@@ -26,7 +26,7 @@ from analyses.runs import Run, reference_answers, step_hint, task_key
 from evalkit.errors import UsageError
 from evalkit.jsonio import frame_records, plain_json
 
-__all__ = ["Report", "entropy_report", "length_report", "write_report", "NO_ENTROPY_HELP"]
+__all__ = ["Report", "entropy_report", "length_report", "report_files", "write_report", "NO_ENTROPY_HELP"]
 
 NO_ENTROPY_HELP = (
     "has no entropy values; get them with `evalkit entropy --model M --samples FILE` "
@@ -46,23 +46,23 @@ class Report:
         return plain_json({"command": self.command, "runs": list(self.runs), **self.notes, "tables": tables})
 
 
-def write_report(report: Report, out: Path) -> list[Path]:
-    """DIR/<command>.json plus DIR/<command>_<table>.csv, each written atomically."""
-    from evalkit.jsonio import write_json_atomic
+def report_files(report: Report) -> dict[str, str]:
+    """<command>.json (strict JSON) and <command>_<table>.csv, by file name."""
+    import json
 
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{report.command}.json"]
-    write_json_atomic(paths[0], report.to_json())
+    files = {f"{report.command}.json": json.dumps(report.to_json(), indent=2, allow_nan=False, default=str) + "\n"}
     for name, table in report.tables.items():
-        path = out / f"{report.command}_{name}.csv"
-        tmp = path.with_name(f".{path.name}.tmp")
-        table.to_csv(tmp, index=False)
-        tmp.replace(path)
-        paths.append(path)
-    return paths
+        files[f"{report.command}_{name}.csv"] = table.to_csv(index=False)
+    return files
+
+
+def write_report(report: Report, out: Path) -> list[Path]:
+    """DIR/<command>.json plus DIR/<command>_<table>.csv, through evalkit.outdir's contract
+    (locked, a user's files never overwritten, replaced atomically)."""
+    from evalkit.outdir import OutputFolder
+
+    with OutputFolder.claim(Path(out), report.command) as folder:
+        return folder.publish(report_files(report))
 
 
 def _identity(run: Run, mixed: bool) -> dict:

@@ -256,7 +256,7 @@ def _training(root: Path, methods: list[str]) -> dict:
     out = {}
     for m in methods:
         for log in sorted((root / "train" / m).glob("**/metrics.jsonl")):
-            lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+            lines = [json.loads(x) for x in log.read_text(encoding="utf-8").split("\n") if x.strip()]
             if lines:
                 name = str(log.parent.relative_to(root / "train"))
                 out[name] = {"steps": len(lines), "reward_first": lines[0].get("reward"),

@@ -9,12 +9,50 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from evalkit.cli_options import build, int_list, with_options
 from evalkit.errors import handle_errors
 from evalkit.options import PasskOptions
 
+
+
+class OneLineErrors(TyperGroup):
+    """A command line click cannot parse (an unknown option, a value of the wrong type, a
+    missing argument) is one line naming it and the command's --help, exit 2, instead of
+    click's six-line box; the commands' own errors are already one line (evalkit.errors)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        import errno
+        import sys
+
+        from typer import _click
+        from typer.exceptions import Abort
+
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click.exceptions.NoArgsIsHelpError as exc:
+            exc.show()  # `evalkit` alone, or a group alone: its help
+            sys.exit(exc.exit_code)
+        except _click.exceptions.ClickException as exc:
+            where = getattr(getattr(exc, "ctx", None), "command_path", None) or "evalkit"
+            message = " ".join(exc.format_message().split())
+            typer.echo(f"error: {message} (see {where} --help)", err=True)
+            sys.exit(exc.exit_code)
+        except Abort:
+            typer.echo("aborted", err=True)
+            sys.exit(1)
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:  # the reader of a pipe went away: nothing left to say
+                raise
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     help="What post-training did to a reasoning LLM: Pass@K, weight diffs, entropy, forgetting.",
     no_args_is_help=True,
     add_completion=False,

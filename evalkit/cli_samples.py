@@ -27,15 +27,19 @@ Out = Annotated[Path | None, typer.Option(help="Folder for <command>.json and CS
 Mixed = Annotated[bool, typer.Option(help="Allow runs of different tasks in one table (labelled by task).")]
 
 
-def _finish(report, out: Path | None, show) -> None:
+def _finish(report, folder, show) -> None:
     """Write the files first (a broken pipe or Ctrl-C while printing loses nothing), then print."""
-    from analyses.sample_stats import write_report
+    from analyses.sample_stats import report_files
     from evalkit.console import console
 
-    paths = write_report(report, out) if out is not None else []
+    paths = folder.publish(report_files(report)) if folder is not None else []
     show(report)
     if paths:
         console.print(f"wrote {', '.join(str(p) for p in paths)}")
+
+
+def _inputs(*paths) -> dict:
+    return {"inputs": [str(p) for p in paths if p is not None]}
 
 
 def entropy(
@@ -58,21 +62,26 @@ def entropy(
     """
     from analyses.runs import load_runs
     from analyses.sample_stats import entropy_report
-    from evalkit.rundir import check_writable
+    from evalkit.options import EntropyOptions, ModelOptions
+    from evalkit.outdir import claimed
 
-    check_writable(out)
-    if samples is not None or model is not None:
+    opts = EntropyOptions(fit=fit, temperature=temperature, batch_tokens=batch_tokens).validate()
+    teacher = samples is not None or model is not None
+    if teacher:
         if runs:
             raise UsageError("give either run folders or --model with --samples, not both")
         if samples is None or model is None:
             raise UsageError("teacher-forced entropy needs both --model and --samples FILE")
-        report = _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batch_tokens)
-        return _finish(report, out, console_out.print_teacher)
-    if not runs:
+        model_opts = ModelOptions(model=model, dtype=dtype, device=device).validate(values_only=True)
+    elif not runs:
         raise UsageError("give one or more passk run folders, or --model M --samples FILE")
     step_list = int_list(steps, "--steps") if steps else None
-    report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=fit)
-    _finish(report, out, console_out.print_entropy)
+    with claimed(out, "entropy", _inputs(*(runs or []), samples, model)) as folder:
+        if teacher:
+            report = _teacher_report(model_opts, samples, raw_prompt, opts)
+            return _finish(report, folder, console_out.print_teacher)
+        report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=fit)
+        _finish(report, folder, console_out.print_entropy)
 
 
 def length(
@@ -90,16 +99,17 @@ def length(
     from analyses.runs import load_runs
     from analyses.sample_stats import length_report
     from evalkit.models import token_counter
-    from evalkit.rundir import check_writable
+    from evalkit.options import LengthOptions
+    from evalkit.outdir import claimed
 
-    check_writable(out)
-    if quantiles < 1:
-        raise UsageError(f"--quantiles {quantiles}: need at least 1")
+    LengthOptions(quantiles=quantiles).validate()
     paths = [*runs, *([base] if base else [])]
-    loaded = load_runs(paths, allow_mixed_tasks=allow_mixed_tasks)
-    base_run = loaded.pop() if base else None
-    report = length_report(loaded, base=base_run, count=token_counter(model) if model else None, quantiles=quantiles)
-    _finish(report, out, console_out.print_length)
+    with claimed(out, "length", _inputs(*paths)) as folder:
+        loaded = load_runs(paths, allow_mixed_tasks=allow_mixed_tasks)
+        base_run = loaded.pop() if base else None
+        report = length_report(loaded, base=base_run, count=token_counter(model) if model else None,
+                               quantiles=quantiles)
+        _finish(report, folder, console_out.print_length)
 
 
 def groups(
@@ -116,28 +126,30 @@ def groups(
     """
     from analyses.group_stats import groups_report
     from analyses.runs import load_run
-    from evalkit.rundir import check_writable
+    from evalkit.options import GroupsOptions
+    from evalkit.outdir import claimed
 
-    check_writable(out)
-    report = groups_report(load_run(run), group_sizes=int_list(group_sizes, "--group-sizes"), target=target,
-                           train_log=train_log, train_group_size=train_group_size)
-    _finish(report, out, console_out.print_groups)
+    sizes = tuple(int_list(group_sizes, "--group-sizes"))
+    GroupsOptions(group_sizes=sizes, target=target, train_group_size=train_group_size).validate()
+    with claimed(out, "groups", _inputs(run, train_log)) as folder:
+        report = groups_report(load_run(run), group_sizes=list(sizes), target=target,
+                               train_log=train_log, train_group_size=train_group_size)
+        _finish(report, folder, console_out.print_groups)
 
 
-def _teacher_report(model, samples, raw_prompt, temperature, dtype, device, batch_tokens):
+def _teacher_report(model_opts, samples, raw_prompt, opts):
     """Read the samples (a run folder or a JSONL), teacher-force them, tabulate."""
     from analyses.runs import load_run
     from analyses.teacher_report import run_records, teacher_report
     from evalkit.console import counted_progress
     from evalkit.forced import entropies_of_records, read_samples_file
-    from evalkit.options import ModelOptions
 
-    model_opts = ModelOptions(model=model, dtype=dtype, device=device).validate(values_only=True)
     run = load_run(samples) if Path(samples).is_dir() else None
     records = run_records(run) if run is not None else read_samples_file(samples)
     raw = raw_prompt and run is None
     with counted_progress() as progress:
         tick = progress("teacher forcing", len(records))
-        values, tokens, identity = entropies_of_records(model_opts, records, raw_prompt=raw, temperature=temperature,
-                                                        batch_tokens=batch_tokens, on_batch=tick)
+        values, tokens, identity = entropies_of_records(model_opts, records, raw_prompt=raw,
+                                                        temperature=opts.temperature,
+                                                        batch_tokens=opts.batch_tokens, on_batch=tick)
     return teacher_report(samples, run, records, values, tokens, identity, raw_prompt=raw_prompt)

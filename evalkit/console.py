@@ -160,11 +160,32 @@ def print_passk(summary: dict, out: Path) -> None:
         ci = _interval(row)
         table.add_row(str(row["k"]), num(row["pass_at_k"]), ci, str(row["n_problems"]), str(row["n_excluded"]))
     console.print(table)
+    _print_voting(summary)
     counts = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())
     console.print(f"outcomes: {counts}")
     if not summary["complete"]:
         console.print("[yellow]incomplete: rerun the same command to finish the missing samples[/yellow]")
     console.print(f"wrote {out / 'samples.jsonl'} and {out / 'summary.json'}")
+
+
+def _print_voting(summary: dict) -> None:
+    """pass^k, maj@k, G-Pass@k at tau 0.5 and mG-Pass@k per k, and mean@n (metrics/voting.py); runs
+    summarized before these existed print nothing here."""
+    if not summary.get("pass_hat_k"):
+        return
+    rows = {key: {r["k"]: r for r in summary.get(key) or []} for key in ("pass_hat_k", "maj_at_k", "mg_pass_at_k")}
+    rows["g_pass_at_k"] = {r["k"]: r for r in summary.get("g_pass_at_k") or [] if r["tau"] == 0.5}
+    table = Table(title="beside pass@k (their intervals: summary.json)")
+    heads = (("pass^k (all k right)", "pass_hat_k"), ("maj@k", "maj_at_k"), ("G-Pass@k t=0.5", "g_pass_at_k"),
+             ("mG-Pass@k", "mg_pass_at_k"))
+    for col in ("k", *(head for head, _ in heads)):
+        table.add_column(col, justify="right")
+    for k in rows["pass_hat_k"]:
+        table.add_row(str(k), *(num(row[key]) if (row := rows[key].get(k)) else "-" for _, key in heads))
+    console.print(table)
+    mean = summary.get("mean_at_n") or {}
+    why = (summary.get("voting") or {}).get("maj_not_computed")
+    console.print(f"mean@n {num(mean.get('mean_at_n'))} {_interval(mean)}" + (f"; maj@k not computed: {why}" if why else ""))
 
 
 def print_regrade(result, out: Path) -> None:

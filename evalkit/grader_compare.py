@@ -70,7 +70,7 @@ def _read_work(path: Path) -> dict:
     """Grades already made, by (problem, sample); a torn last line is graded again."""
     done: dict = {}
     if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in path.read_text(encoding="utf-8").split("\n"):
             try:
                 record = json.loads(line)
                 done[_key(record)] = record

@@ -83,17 +83,19 @@ def append_jsonl(path: Path, records: Iterable[dict]) -> None:
 
 def read_jsonl(path: Path) -> list[tuple[int, dict]]:
     """(line number, object) for every non-blank line of a user's JSONL file; a line that is not
-    a JSON object, or a file that is not UTF-8, is a UsageError naming the place."""
+    a JSON object, or a file that is not UTF-8, is a UsageError naming the place. Lines end at
+    \n only: a carriage return or U+2028 inside a string is part of the string (JSON's control
+    characters are accepted unescaped there, as most writers' readers do)."""
     from evalkit.errors import UsageError
 
     records = []
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8", newline="\n") as fh:
             for lineno, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
                 try:
-                    record = json.loads(line)
+                    record = json.loads(line, strict=False)
                 except json.JSONDecodeError as exc:
                     raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
                 if not isinstance(record, dict):

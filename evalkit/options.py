@@ -350,6 +350,9 @@ class PasskOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
 @dataclass(frozen=True)
 class EntropyOptions(Options):
     fit: bool = option(False, "Fit Cui et al.'s R = -a*exp(H) + b over the runs.")
+    temperature: float = option(1.0, "With --samples: temperature of records without one (0 = greedy, entropy at "
+                                "1).", min=0)
+    batch_tokens: int = option(4096, "With --model: positions per forward pass.", min=1)
 
 
 @dataclass(frozen=True)
@@ -361,3 +364,4 @@ class LengthOptions(Options):
 class GroupsOptions(Options):
     group_sizes: tuple[int, ...] = option((2, 4, 8, 16), "Group sizes G to tabulate.", each={"min": 2})
     target: float = option(0.5, "Informative share to find the smallest group size for.", above=0, below=1)
+    train_group_size: int = option(8, "G used in training, for the prediction beside --train-log.", min=2)

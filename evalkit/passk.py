@@ -26,7 +26,7 @@ from evalkit.chunks import LocalChunks, chunk_problems, cpu_threads
 from evalkit.options import PasskOptions, check_device
 from evalkit.rundir import RunDir, check_writable
 
-__all__ = ["PasskOptions", "run_passk", "summarize", "pick_executor"]
+__all__ = ["PasskOptions", "run_passk", "summarize", "voting_summary", "pick_executor"]
 
 
 def pick_executor(opts: PasskOptions) -> tuple[PasskOptions, Callable]:
@@ -150,7 +150,7 @@ def summarize(records: list[dict], opts: PasskOptions, problems, settings: dict)
         [n for n, _ in answered], [c for _, c in answered], list(opts.ks),
         n_boot=opts.n_boot, confidence=opts.confidence, seed=opts.seed,
     ) if answered else None
-    return {
+    summary = {
         **settings,
         "complete": all(n >= opts.n for n in ns),
         "versions": versions(),
@@ -161,4 +161,40 @@ def summarize(records: list[dict], opts: PasskOptions, problems, settings: dict)
         "confidence": opts.confidence,
         "interval": "percentile bootstrap over problems",
         "pass_at_k": [] if table is None else frame_records(table),
+    }
+    return summary | voting_summary(records, answered, opts)
+
+
+def voting_summary(records: list[dict], answered: list[tuple[int, int]], opts: PasskOptions) -> dict:
+    """pass^k, maj@k, G-Pass@k_tau, mG-Pass@k and mean@n beside pass@k (metrics.voting), with the
+    same bootstrap settings; maj@k needs every incorrect sample's extracted answer (else null)."""
+    from evalkit.jsonio import frame_records
+    from metrics.voting import (
+        TAUS,
+        g_pass_table,
+        maj_table,
+        mean_at_n,
+        mg_pass_table,
+        pass_hat_table,
+        vote_classes,
+    )
+
+    ns, cs, ks = [n for n, _ in answered], [c for _, c in answered], list(opts.ks)
+    boot = {"n_boot": opts.n_boot, "confidence": opts.confidence, "seed": opts.seed}
+    unknown = sum(r["outcome"] == "incorrect" and r.get("extracted") in (None, "") for r in records)
+    maj = None
+    if answered and not unknown:
+        _, classes = vote_classes([r["problem_id"] for r in records], [r["outcome"] == "correct" for r in records],
+                                  [r.get("extracted") if r["outcome"] == "incorrect" else None for r in records])
+        maj = frame_records(maj_table(classes, ks, **boot))
+    return {
+        "pass_hat_k": frame_records(pass_hat_table(ns, cs, ks, **boot)) if answered else [],
+        "maj_at_k": maj,
+        "g_pass_at_k": frame_records(g_pass_table(ns, cs, ks, taus=TAUS, **boot)) if answered else [],
+        "mg_pass_at_k": frame_records(mg_pass_table(ns, cs, ks, **boot)) if answered else [],
+        "mean_at_n": mean_at_n(ns, cs, **boot) if answered else None,
+        "voting": {"definitions": "metrics/voting.py", "g_pass_taus": list(TAUS),
+                   "maj_ties": "split uniformly (the expectation of lm-eval's and lighteval's first-seen rule)",
+                   "maj_not_computed": (f"{unknown} incorrect samples have no extracted answer; `evalkit regrade` "
+                                        "adds them") if unknown else None},
     }

@@ -15,7 +15,6 @@ through `evalkit.records.upgrade`, so folders of older versions resume.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -38,21 +37,13 @@ SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
 
 
 def check_writable(out: Path | None, what: str = "--out") -> None:
-    """Refuse an output folder that cannot be written (under a regular file, read-only) before any
-    work starts, without creating anything: the nearest existing folder on its path decides."""
-    if out is None:
-        return
-    out = Path(out)
-    probe = out
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        raise UsageError(f"{what} {out}: {probe} is a file, not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"{what} {out}: {probe} is not writable")
+    """Refuse an output folder that cannot be written (under a regular file, a dangling or
+    looping link, read-only, a full filesystem) before any work starts, without creating
+    anything (evalkit.outdir.probe_out)."""
+    from evalkit.outdir import probe_out
 
+    if out is not None:
+        probe_out(Path(out), what)
 
 
 class RunDir:

@@ -19,6 +19,7 @@ most divergent tokens with their context. The two tokenizers must match (one lin
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,14 +41,24 @@ class TokensOptions(ModelOptions):  # model: the teacher
 
 
 def run_tokens(opts: TokensOptions, out: Path | None = None, *, progress: Callable | None = None) -> dict:
+    """tokens.json's content; with `out`, written there under evalkit.outdir's contract (the
+    folder claimed before any work: locked, never a user's files)."""
+    from evalkit.outdir import claimed
+
+    opts.validate()
+    with claimed(out, "tokens", {"options": opts.identity()}) as folder:
+        report = _tokens(opts, progress)
+        if folder is not None:
+            folder.publish(output_files(report))
+    return report
+
+
+def _tokens(opts: TokensOptions, progress: Callable | None) -> dict:
     """Per-token divergence of teacher and student on the student's samples; tokens.json's content."""
     from evalkit.forced import forced_from_records, records_of_run, score_positions
     from evalkit.forgetting.kl import tokenizer_mismatch
     from evalkit.models import identity, load_model, resolve_device, resolve_model
-    from evalkit.rundir import check_writable
 
-    opts.validate()
-    check_writable(out)
     if not opts.samples or not Path(opts.samples).is_dir():
         raise UsageError(f"--samples {opts.samples!r}: give a passk run folder of the student")
     records = records_of_run(Path(opts.samples))
@@ -64,8 +75,6 @@ def run_tokens(opts: TokensOptions, out: Path | None = None, *, progress: Callab
     report = {"kind": "tokens", "samples": opts.samples,
               "models": {k: identity(r, opts.dtype)
                          for k, r in refs.items()}, **report}
-    if out is not None:
-        write_outputs(report, Path(out))
     return report
 
 
@@ -143,14 +152,11 @@ def _most_divergent(tok, samples, scored, n: int) -> list[dict]:
     return out
 
 
-def write_outputs(report: dict, out: Path) -> list[Path]:
-    """tokens.json and tokens_most_divergent.csv in `out`."""
+def output_files(report: dict) -> dict[str, str]:
+    """tokens.json and tokens_most_divergent.csv, by file name."""
     import pandas as pd
 
-    from evalkit.jsonio import write_atomic, write_json_atomic
+    from evalkit.jsonio import plain_json
 
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "tokens.json", report)
-    write_atomic(out / "tokens_most_divergent.csv",
-                 lambda fh: pd.DataFrame(report["most_divergent"]).to_csv(fh, index=False))
-    return [out / "tokens.json", out / "tokens_most_divergent.csv"]
+    return {"tokens.json": json.dumps(plain_json(report), indent=2, allow_nan=False, default=str) + "\n",
+            "tokens_most_divergent.csv": pd.DataFrame(report["most_divergent"]).to_csv(index=False)}

@@ -22,6 +22,7 @@ scored on their generated tokens (the stop token, whose id a text does not carry
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,13 +65,23 @@ def read_traces(source: str) -> list[dict]:
 
 
 def run_traces(opts: TracesOptions, out: Path | None = None, *, progress: Callable | None = None) -> dict:
+    """traces.json's content; with `out`, written there under evalkit.outdir's contract (the
+    folder claimed before any work: locked, never a user's files)."""
+    from evalkit.outdir import claimed
+
+    opts.validate()
+    with claimed(out, "traces", {"options": opts.identity()}) as folder:
+        report = _traces(opts, progress)
+        if folder is not None:
+            folder.publish(output_files(report))
+    return report
+
+
+def _traces(opts: TracesOptions, progress: Callable | None) -> dict:
     """Score the traces under the policy (and behaviour); returns traces.json's content."""
     from evalkit.models import identity as model_identity
     from evalkit.models import load_model, resolve_device, resolve_model
-    from evalkit.rundir import check_writable
 
-    opts.validate()
-    check_writable(out)
     records = read_traces(opts.traces)
     device = resolve_device(opts.device)
     policy_ref = resolve_model(opts.model)
@@ -86,8 +97,6 @@ def run_traces(opts: TracesOptions, out: Path | None = None, *, progress: Callab
     report = summarize(records, samples, scored, behaviour_logp, own, tok, opts)
     report = {"kind": "traces", "policy": identity, "traces": opts.traces,
               "behaviour": opts.behaviour or ("stored logprobs" if behaviour_logp else None), **report}
-    if out is not None:
-        write_outputs(report, Path(out))
     return report
 
 
@@ -267,15 +276,12 @@ def _least_likely(tok, samples, logp, n: int) -> list[dict]:
     return out
 
 
-def write_outputs(report: dict, out: Path) -> list[Path]:
-    """traces.json, traces_per_trace.csv and traces_least_likely.csv in `out`."""
+def output_files(report: dict) -> dict[str, str]:
+    """traces.json, traces_per_trace.csv and traces_least_likely.csv, by file name."""
     import pandas as pd
 
-    from evalkit.jsonio import write_atomic, write_json_atomic
+    from evalkit.jsonio import plain_json
 
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "traces.json", report)
-    for name, rows in (("traces_per_trace.csv", report["per_trace"]),
-                       ("traces_least_likely.csv", report["least_likely"])):
-        write_atomic(out / name, lambda fh, rows=rows: pd.DataFrame(rows).to_csv(fh, index=False))
-    return [out / "traces.json", out / "traces_per_trace.csv", out / "traces_least_likely.csv"]
+    return {"traces.json": json.dumps(plain_json(report), indent=2, allow_nan=False, default=str) + "\n",
+            "traces_per_trace.csv": pd.DataFrame(report["per_trace"]).to_csv(index=False),
+            "traces_least_likely.csv": pd.DataFrame(report["least_likely"]).to_csv(index=False)}

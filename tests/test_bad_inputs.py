@@ -94,7 +94,7 @@ CASES = [
     (P("--task", "{noanswer.jsonl}"), "needs a question"),
     (P("--task", "{list.jsonl}"), "expected a JSON object"),
     (P("--task", "{empty.jsonl}"), "holds no problems"),
-    (P("--task", "{dup.jsonl}"), "not unique"),
+    (P("--task", "{dup.jsonl}"), "problem id 'a' is given twice (problems 1 and 2)"),
     (P("--task-config", "notjson"), "not JSON"),
     (P("--task-config", "[1]"), "must be a JSON object"),
     (P("--task-config", '{"max_operand": -5}'), "max_operand must be an integer of at least 1"),

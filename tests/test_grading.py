@@ -65,6 +65,15 @@ PATHOLOGICAL = ["answer is " * 10000, "1+" * 20000, "(" * 20000, "\\boxed{" * 50
                 "\\[ " * 10000, "The answer is " + "1," * 20000]
 
 
+def test_a_very_long_answer_is_compared_as_text_only():
+    """docs/grading.md, limits: past SYMBOLIC_CHARS an answer is not parsed as LaTeX."""
+    from evalkit.tasks.math_equal import SYMBOLIC_CHARS, equivalent
+
+    assert equivalent("4", "1+1+1+1")
+    terms = SYMBOLIC_CHARS // 2 + 1
+    assert not equivalent(str(terms), "+".join(["1"] * terms))
+
+
 def test_pathological_completions_are_graded_not_timed_out():
     """Grading stays about linear in the text: walls of phrases, boxes or brackets are graded
     within the default deadline, not left to it."""

@@ -149,7 +149,7 @@ def test_bad_inputs_are_listed_and_do_not_abort(inputs, tmp_path):
 def test_out_must_be_new_or_an_earlier_report(inputs, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     result = CliRunner().invoke(app, [str(inputs["broad"]), "--out", str(tmp_path)])
-    assert result.exit_code == 2 and "holds no evalkit report" in result.output
+    assert result.exit_code == 2 and "folder holds notes.txt, which is not an evalkit output" in result.output
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 

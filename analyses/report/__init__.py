@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyses.report.document import Section, Table, write_document
+from analyses.report.document import Section, Table, document_files
 from analyses.report.grader_sections import graders_section
 from analyses.report.inputs import Found, discover
 from analyses.report.model_sections import forgetting_findings, forgetting_section, weights_section
@@ -131,14 +131,15 @@ def build_report(paths: Sequence[str | Path], out: Path, *, title: str = "evalki
     """Discover the inputs, build every section their data allows, write DIR (see document.py).
     No usable input at all is a UsageError saying, for each input, what it lacks."""
     from evalkit.errors import UsageError
-    from evalkit.rundir import check_writable
+    from evalkit.outdir import OutputFolder
 
-    check_writable(out)
-    found = discover(paths)
-    if not _usable(found):
-        listing = "; ".join(f"{p}: {why}" for p, why in found.problems) or "nothing was given"
-        raise UsageError(f"no usable input for a report ({listing}); give passk run folders or the outputs "
-                         "of evalkit diff/entropy/length/groups/forgetting/train")
-    sections = build_sections(found)
-    written = write_document(title, sections, Path(out))
+    identity = {"inputs": [str(p) for p in paths], "title": title}
+    with OutputFolder.claim(Path(out), "report", identity) as folder:  # before any work: locked, never a user's
+        found = discover(paths)
+        if not _usable(found):
+            listing = "; ".join(f"{p}: {why}" for p, why in found.problems) or "nothing was given"
+            raise UsageError(f"no usable input for a report ({listing}); give passk run folders or the outputs "
+                             "of evalkit diff/entropy/length/groups/forgetting/train")
+        sections = build_sections(found)
+        written = folder.publish(document_files(title, sections))
     return ReportResult(Path(out), tuple(written), tuple(s.key for s in sections), tuple(found.problems))

@@ -19,16 +19,14 @@ from __future__ import annotations
 import base64
 import html
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from evalkit.errors import UsageError
-
-__all__ = ["Section", "Table", "Figure", "render_html", "render_markdown", "write_document", "fmt"]
+__all__ = ["Section", "Table", "Figure", "render_html", "render_markdown", "document_files", "write_document",
+           "fmt"]
 
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 CSS = """
@@ -145,41 +143,27 @@ def render_markdown(title: str, sections: Sequence[Section]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-def _atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
-def _prepare(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / "index.html").is_file():
-        raise UsageError(f"--out {out}: folder is not empty and holds no evalkit report; use another --out")
-    for sub in ("figures", "tables"):
-        (out / sub).mkdir(parents=True, exist_ok=True)
+def document_files(title: str, sections: Sequence[Section]) -> dict[str, bytes]:
+    """index.html, report.md, figures/<name>.png and tables/<name>.csv, by relative path."""
+    files: dict[str, bytes] = {}
+    for block in (b for s in sections for b in s.blocks):
+        if isinstance(block, Figure):
+            name, data = f"figures/{block.name}.png", block.png
+        elif isinstance(block, Table):
+            name, data = f"tables/{block.name}.csv", block.frame.to_csv(index=False).encode("utf-8")
+        else:
+            continue
+        assert name not in files, f"two blocks named {name}"
+        files[name] = data
+    return {"index.html": render_html(title, sections).encode("utf-8"),
+            "report.md": render_markdown(title, sections).encode("utf-8"), **files}
 
 
 def write_document(title: str, sections: Sequence[Section], out: Path) -> list[Path]:
-    """index.html, report.md, figures/*.png, tables/*.csv; stale figures/tables of an
-    earlier report in the same folder are removed. Returns the paths written."""
-    out = Path(out)
-    _prepare(out)
-    written = []
-    for block in (b for s in sections for b in s.blocks):
-        if isinstance(block, Figure):
-            path = out / "figures" / f"{block.name}.png"
-            _atomic(path, block.png)
-        elif isinstance(block, Table):
-            path = out / "tables" / f"{block.name}.csv"
-            _atomic(path, block.frame.to_csv(index=False).encode("utf-8"))
-        else:
-            continue
-        assert path not in written, f"two blocks named {path.name}"
-        written.append(path)
-    for sub, ext in (("figures", "*.png"), ("tables", "*.csv")):
-        for stale in set((out / sub).glob(ext)) - set(written):
-            stale.unlink()
-    _atomic(out / "index.html", render_html(title, sections).encode("utf-8"))
-    _atomic(out / "report.md", render_markdown(title, sections).encode("utf-8"))
-    return [out / "index.html", out / "report.md", *written]
+    """The report's files into `out` under evalkit.outdir's contract: locked, never over a
+    user's files, replaced atomically with the figures and tables of an earlier report that
+    this one lacks removed. Returns the paths written."""
+    from evalkit.outdir import OutputFolder
+
+    with OutputFolder.claim(Path(out), "report") as folder:
+        return folder.publish(document_files(title, sections))

@@ -63,18 +63,22 @@ def load(name: str, path: str, *, limit: int = 0) -> McItems:
     if not file.is_file():
         raise UsageError(f"--mc-file {name}={path}: no such file; give a JSONL file of multiple-choice items")
     data = file.read_bytes()
-    items = read_items(data.decode("utf-8"), f"{name}={path}")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--mc-file {name}={path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    items = read_items(text, f"{name}={path}")
     return McItems(name, str(file.resolve()), hashlib.sha256(data).hexdigest(), items[:limit] if limit else items)
 
 
 def read_items(text: str, where: str) -> tuple[McItem, ...]:
     """Parse and check the JSONL text; a bad line is a UsageError naming it."""
     items = []
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):  # lines end at \n only, as in evalkit.jsonio
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, strict=False)
             choices = tuple(str(c) for c in row["choices"])
             answer = row["answer"]
             ok = isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < len(choices)

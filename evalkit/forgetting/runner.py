@@ -39,11 +39,10 @@ from evalkit.errors import UsageError
 from evalkit.forgetting import BENCHMARKS, MC_FORMAT, SUITES
 from evalkit.forgetting.generate import EvalSettings, ItemOutcome
 from evalkit.jsonio import plain_json
-from evalkit.locks import FolderLock
 from evalkit.options import GradingOptions, ModelOptions, option
 from evalkit.records import versions
 
-__all__ = ["ForgettingOptions", "resolve_suite", "run_forgetting", "compare", "verdict", "write_outputs"]
+__all__ = ["ForgettingOptions", "resolve_suite", "run_forgetting", "compare", "verdict", "output_files"]
 
 
 @dataclass(frozen=True)
@@ -155,12 +154,22 @@ def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
     """Evaluate both models on every benchmark; returns the report (and writes it with `out`).
     With `out`, units finished by an earlier run with the same identity are reused; `log` is told
     how many."""
-    from evalkit.forgetting.journal import Journal
-    from evalkit.models import resolve_device, resolve_model, weights_hash
-    from evalkit.rundir import check_writable
+    from evalkit.outdir import OutputFolder
 
     opts.validate()
-    check_writable(out)
+    folder = OutputFolder.claim(Path(out), "forgetting", {"base": opts.base, "model": opts.model}) if out else None
+    try:
+        return _run(opts, folder, progress, log)
+    finally:
+        if folder is not None:
+            folder.release()
+
+
+def _run(opts: ForgettingOptions, folder, progress, log) -> dict:
+    from evalkit.forgetting.journal import JOURNAL, Journal
+    from evalkit.models import resolve_device, resolve_model, weights_hash
+
+    out = folder.path if folder is not None else None
     chosen, skipped = resolve_suite(opts.suite, opts.mc_files)
     loaded = [(name, kind, *_load_items(name, kind, opts)) for name, kind in chosen]  # fail early
     train = _train_task(opts)
@@ -168,23 +177,16 @@ def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
     device = resolve_device(opts.device)
     hashes = {side: weights_hash(ref.path) for side, ref in refs.items()}
     identity = _run_identity(opts, refs, hashes, device, loaded, train)
-    lock = FolderLock(Path(out)) if out is not None else None  # one writer per output folder
+    if folder is not None:
+        folder.expect([JOURNAL])
+    journal = Journal.open(out, identity)
     try:
-        journal = Journal.open(out, identity)
-        try:
-            run = _Run(opts, journal, loaded, refs, device, progress)
-            if log is not None and run.reused:
-                log(f"{journal.path}: {run.reused} of {run.total} units done by an earlier run, reused")
-            return run.report(skipped, hashes, train, out)
-        finally:
-            journal.close()
-    except BaseException:
-        if lock is not None:
-            lock.release(remove_if_created=True)
-        raise
+        run = _Run(opts, journal, loaded, refs, device, progress)
+        if log is not None and run.reused:
+            log(f"{journal.path}: {run.reused} of {run.total} units done by an earlier run, reused")
+        return run.report(skipped, hashes, train, folder)
     finally:
-        if lock is not None:
-            lock.release()
+        journal.close()
 
 
 def _train_task(opts: ForgettingOptions):
@@ -279,7 +281,7 @@ class _Run:
             done.setdefault((name, side, unit), record)  # written once; a copy would be the same
         return done
 
-    def report(self, skipped: list[str], hashes: dict, train, out) -> dict:
+    def report(self, skipped: list[str], hashes: dict, train, folder) -> dict:
         opts, rows, records = self.opts, [], []
         needed = {side for (name, side), ranges in self.ranges.items()
                   for i in range(len(ranges)) if (name, side, i) not in self.done}
@@ -309,8 +311,8 @@ class _Run:
             },
             "versions": versions(),
         }
-        if out is not None:
-            write_outputs(report, records, Path(out))
+        if folder is not None:
+            folder.publish(output_files(report, records))
         return report
 
     def _side(self, name: str, kind: str, module, items, side: str) -> list:
@@ -453,11 +455,9 @@ def _kl(opts: ForgettingOptions, task, models) -> dict:
     return {**result, "task": identity}
 
 
-def write_outputs(report: dict, records: list[dict], out: Path) -> None:
-    """`forgetting.json` and `items.jsonl`, each written to a temporary file then renamed."""
-    from evalkit.jsonio import write_atomic, write_json_atomic
+def output_files(report: dict, records: list[dict]) -> dict[str, str]:
+    """`items.jsonl` (one line per item and model) and `forgetting.json`, by file name."""
+    from evalkit.jsonio import plain_json
 
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "items.jsonl", lambda fh: fh.writelines(
-        json.dumps(record, ensure_ascii=False) + "\n" for record in records))
-    write_json_atomic(out / "forgetting.json", report)
+    return {"items.jsonl": "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records),
+            "forgetting.json": json.dumps(plain_json(report), indent=2, allow_nan=False, default=str) + "\n"}

@@ -67,6 +67,16 @@ _END_OF_TURN = re.compile(r"<\|im_end\|>|<\|endoftext\|>|<\|eot_id\|>|<\|end_of_
 _SPECIAL = re.compile(r"<\|[A-Za-z0-9_]+\|>|<s>")
 
 
+def first_duplicate(ids: list[str]) -> str | None:
+    """A message naming the first id given twice, with both places (1-based), or None."""
+    seen: dict[str, int] = {}
+    for place, pid in enumerate(ids, start=1):
+        if pid in seen:
+            return f"problem id {pid!r} is given twice (problems {seen[pid]} and {place})"
+        seen[pid] = place
+    return None
+
+
 def answer_text(completion: str) -> str:
     """The part of a completion a scorer reads, the same for every scorer: cut at the first
     end-of-turn token (a model that runs past its turn writes the next turn), other special

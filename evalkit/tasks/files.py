@@ -16,7 +16,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 from evalkit.jsonio import read_jsonl
-from evalkit.tasks.base import Problem, Task, TaskSpec
+from evalkit.tasks.base import Problem, Task, TaskSpec, first_duplicate
 
 QUESTION_KEYS = ("question", "problem", "prompt")
 ANSWER_KEYS = ("answer", "solution", "final_answer")
@@ -44,9 +44,8 @@ def load(path: Path, config: dict | None = None) -> Task:
             )
         pid = str(record.get("id", lineno))
         problems.append(Problem(pid, str(question), str(answer)))
-    ids = [p.id for p in problems]
-    if len(set(ids)) != len(ids):
-        raise UsageError(f"{path}: problem ids are not unique")
+    if clash := first_duplicate([p.id for p in problems]):
+        raise UsageError(f"{path}: problem ids are not unique: {clash}")
     spec = TaskSpec(path.stem, "math", len(problems), None, "{}", str(path.resolve()), digest)
     return Task(spec, tuple(problems))
 

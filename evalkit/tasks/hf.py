@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.tasks.base import Problem, Task, TaskSpec
+from evalkit.tasks.base import Problem, Task, TaskSpec, first_duplicate
 
 __all__ = ["PRESETS", "Preset", "load", "gold_answer", "is_hf"]
 
@@ -117,9 +117,8 @@ def rows_to_problems(rows: list[dict], columns: set, label: str, dataset_name: s
                              f"({str(row[answer])[:60]!r})")
         text = str(row[question]) + (f"\n\n{chosen.instruction}" if chosen else "")
         problems.append(Problem(str(row[id_field]) if id_field else str(i + 1), text, gold))
-    ids = [p.id for p in problems]
-    if len(set(ids)) != len(ids):
-        raise UsageError(f"{label}: problem ids are not unique (field {id_field!r}); give --id-field")
+    if clash := first_duplicate([p.id for p in problems]):
+        raise UsageError(f"{label}: problem ids are not unique (field {id_field!r}): {clash}; give --id-field")
     name = next((k for k, v in PRESETS.items() if v == chosen), None)
     used = {"preset": name, "question_field": question, "answer_field": answer, "id_field": id_field}
     return problems, used

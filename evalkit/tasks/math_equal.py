@@ -385,10 +385,17 @@ def _matched(golds: list[str], answers: list[str], depth: int) -> bool:
     return True
 
 
+SYMBOLIC_CHARS = 1000  # the longest MATH / GSM8K / AIME gold is 131 characters
+
+
 def _math_verify(gold: str, answer: str) -> bool:
-    """math-verify's verdict on two normalised answers; a value it cannot parse is unequal."""
+    """math-verify's verdict on two normalised answers; a value it cannot parse is unequal.
+    A value longer than SYMBOLIC_CHARS is not parsed (its LaTeX parse grows to seconds: a
+    40,000-character `1+1+...` takes 5 s) and is unequal unless equal as text."""
     from math_verify import verify
 
+    if max(len(gold), len(answer)) > SYMBOLIC_CHARS:
+        return False
     parsed_gold, parsed_answer = _parse(gold), _parse(answer)
     if not parsed_gold or not parsed_answer:
         return False

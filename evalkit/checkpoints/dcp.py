@@ -1,0 +1,141 @@
+"""PyTorch Distributed Checkpoint (DCP) folders, read without a process group.
+
+    evalkit diff base/ runs/fsdp/pytorch_model_fsdp_0 --out runs/diff-fsdp
+
+Writer: pytorch `torch/distributed/checkpoint/filesystem.py` (`FileSystemWriter`: `.metadata`
+pickles a `Metadata` whose `state_dict_metadata[fqn]` is a `TensorStorageMetadata` (dtype in
+`properties`, global `size`, `chunks` of offsets and sizes) and whose `storage_data` maps each
+chunk's `MetadataIndex(fqn, offset)` to a `_StorageInfo(relative_path, offset, length)` in a
+`__{rank}_{i}.distcp` file; `_write_item` writes each tensor chunk there with `torch.save`).
+accelerate's FSDP `SHARDED_STATE_DICT` saves `{"model": state_dict}` this way into
+`pytorch_model_fsdp_0/` (names then start with `model.`, stripped here when every name has it).
+
+Unlike `FileSystemReader.read_metadata` (plain `pickle.load`), `.metadata` is unpickled here
+with only DCP's own metadata classes allowed; each chunk is read by
+`evalkit.checkpoints.torchzip` (weights-only, tensors left on disk). A tensor in one chunk,
+or in chunks that split it along dim 0, is a byte range (or ranges) of the .distcp files; any
+other split is gathered when read (one tensor in memory).
+
+Limits: DCP written with stream transforms (`_extensions`, e.g. compression) is refused.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from evalkit.checkpoints.tensors import DTYPES, TORCH_DTYPES, TensorEntry, bad
+from evalkit.checkpoints.torchzip import Stored, read_torch_file
+
+__all__ = ["METADATA", "is_dcp", "read_dcp"]
+
+METADATA = ".metadata"
+
+_ALLOWED = {  # module -> names the .metadata pickle may build
+    "torch.distributed.checkpoint.metadata": {
+        "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+        "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING"},
+    "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
+    "torch.distributed.checkpoint.planner": {"WriteItemType", "LoadItemType"},
+    "torch.serialization": {"_get_layout"},
+    "torch": {"Size", *TORCH_DTYPES, "float8_e4m3fn", "float8_e5m2", "complex64", "complex128"},
+    "pathlib": {"PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path"},
+    "collections": {"OrderedDict"},
+    "builtins": {"set", "frozenset"},
+}
+
+
+def is_dcp(folder: Path) -> bool:
+    return (folder / METADATA).is_file() and any(folder.glob("*.distcp"))
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def find_class(self, module, name):
+        if name in _ALLOWED.get(module, ()):
+            import importlib
+
+            return getattr(importlib.import_module(module), name)
+        raise pickle.UnpicklingError(f"GLOBAL {module}.{name} is not a DCP metadata class")
+
+
+def _metadata(folder: Path):
+    path = folder / METADATA
+    try:
+        return _MetadataUnpickler(io.BytesIO(path.read_bytes())).load()
+    except pickle.UnpicklingError as exc:
+        raise bad(path, f"refused: {exc} (only DCP's metadata classes are unpickled)") from None
+    except Exception as exc:  # truncated or fuzzed: EOFError, ValueError, ...
+        raise bad(path, f"corrupt DCP metadata ({type(exc).__name__})") from None
+
+
+def read_dcp(folder: Path) -> dict[str, TensorEntry]:
+    """Every tensor of a DCP folder by its saved name (bytes items left out)."""
+    meta = _metadata(folder)
+    storage = getattr(meta, "storage_data", None)
+    items = getattr(meta, "state_dict_metadata", None)
+    if not isinstance(items, dict) or not isinstance(storage, dict):
+        raise bad(folder / METADATA, "not DCP metadata (no state_dict_metadata / storage_data)")
+    chunks_of: dict[str, list] = {}
+    for index, info in storage.items():
+        chunks_of.setdefault(getattr(index, "fqn", None), []).append((index, info))
+    tensors = {}
+    for fqn, md in items.items():
+        if type(md).__name__ != "TensorStorageMetadata":
+            continue  # bytes (a step counter, an rng state)
+        tensors[fqn] = _tensor(folder, fqn, md, chunks_of.get(fqn, []))
+    if not tensors:
+        raise bad(folder, "the DCP checkpoint holds no tensors")
+    return tensors
+
+
+def _tensor(folder: Path, fqn: str, md, chunks: list) -> TensorEntry:
+    dtype = TORCH_DTYPES.get(str(md.properties.dtype).removeprefix("torch."))
+    shape = tuple(int(x) for x in md.size)
+    if dtype is None:
+        raise bad(folder, f"tensor {fqn!r}: dtype {md.properties.dtype} is not read")
+    pieces = []
+    for index, info in sorted(chunks, key=lambda c: tuple(c[0].offset or ())):
+        if getattr(info, "transform_descriptors", None):
+            raise bad(folder, f"tensor {fqn!r} was written with stream transforms "
+                              f"({', '.join(info.transform_descriptors)}): not read")
+        file = folder / info.relative_path
+        if not file.is_file():
+            raise bad(folder, f"tensor {fqn!r}: its file {info.relative_path} is missing")
+        stored = read_torch_file(file, info.offset, info.length)
+        if not isinstance(stored, Stored) or stored.dtype != dtype:
+            raise bad(file, f"tensor {fqn!r}: the chunk at byte {info.offset} is not a {dtype} tensor")
+        pieces.append((tuple(int(x) for x in index.offset or (0,) * len(shape)), stored))
+    covered = sum(math.prod(s.shape) for _, s in pieces)
+    if covered != math.prod(shape):
+        raise bad(folder, f"tensor {fqn!r}: its chunks hold {covered} of {math.prod(shape)} elements")
+    return _assemble(fqn, dtype, shape, pieces)
+
+
+def _assemble(name: str, dtype: str, shape: tuple, pieces: list) -> TensorEntry:
+    """One chunk, or chunks stacked along dim 0: byte ranges. Anything else: gathered."""
+    entries = [s.entry(name) for _, s in pieces]
+    along0 = all(s.shape[1:] == shape[1:] and all(o == 0 for o in off[1:]) for off, s in pieces)
+    rows = [off[0] for off, _ in pieces] if shape else []
+    along0 = along0 and rows == [sum(s.shape[0] for _, s in pieces[:i]) for i in range(len(pieces))]
+    if along0 and all(e.source is None for e in entries):
+        first = entries[0]
+        if len(entries) == 1:
+            return TensorEntry(name, first.file, dtype, shape, first.start, first.end)
+        parts = tuple((e.file, e.start, e.end) for e in entries)
+        return TensorEntry(name, first.file, dtype, shape, first.start, first.end, parts=parts)
+
+    def gather() -> np.ndarray:
+        from evalkit.checkpoints.tensors import read_bits
+
+        out = np.empty(shape, DTYPES[dtype][1])
+        for (off, stored), entry in zip(pieces, entries, strict=True):
+            where = tuple(slice(o, o + n) for o, n in zip(off, stored.shape, strict=True))
+            out[where] = read_bits(entry).reshape(stored.shape)
+        return out.reshape(-1)
+
+    n = math.prod(shape) * DTYPES[dtype][0]
+    return TensorEntry(name, entries[0].file, dtype, shape, 0, n, source=gather)

@@ -1,0 +1,306 @@
+"""What a `torch.save` file holds, without running its pickle and without reading its tensors.
+
+    from evalkit.checkpoints.torchzip import read_torch_file
+    tree = read_torch_file("pytorch_model.bin")   # the saved object, tensors as `Stored`
+    entries = tensor_entries(tree, "pytorch_model.bin")
+
+Writer: pytorch `torch/serialization.py` (`_save`: an uncompressed zip holding `<name>/data.pkl`,
+`<name>/byteorder` and one record `<name>/data/<key>` per storage; `_load`'s `persistent_load`
+names a storage by `('storage', storage type, key, location, numel)`). The pickle is run by
+torch's own weights-only unpickler (`torch._weights_only_unpickler`, what
+`torch.load(weights_only=True)` uses): only tensors, plain containers and the types torch
+allowlists (DTensor's among them) can be built, so a pickle asking for anything else, a
+`__reduce__` that would run a command for one, is refused before it does anything. Storages are
+given to it as empty `meta` storages, so no tensor data is read here: each tensor becomes a
+`Stored` (storage record, offset, shape, strides), and a `TensorEntry` points at its bytes in
+the zip (records are stored uncompressed, so they are plain byte ranges of the file).
+
+A torch.save blob embedded in a larger file (PyTorch DCP's `.distcp`) is read the same way
+from its byte range. Files in the legacy (pre-1.6, not zip) format are read by
+`torch.load(weights_only=True)` whole.
+
+Limits: big-endian files, compressed records and non-CPU-layout tensors (sparse, quantized)
+are refused with one line saying so.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import struct
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from evalkit.checkpoints.tensors import DTYPES, TORCH_DTYPES, TensorEntry, bad
+
+__all__ = ["Stored", "read_torch_file", "tensor_entries", "is_torch_zip", "refusal"]
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A tensor of a torch.save file: its storage's bytes in the file, and its view of them."""
+
+    file: str
+    data_start: int  # absolute offset of the storage's bytes
+    storage_bytes: int
+    dtype: str  # safetensors dtype name
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int  # storage offset, in elements
+
+    def contiguous(self) -> bool:
+        expect, acc = [], 1
+        for size in reversed(self.shape):
+            expect.append(acc)
+            acc *= size
+        return all(s == e for s, e, n in zip(self.stride, reversed(expect), self.shape, strict=True) if n > 1)
+
+    def entry(self, name: str) -> TensorEntry:
+        """Where its bytes are: one byte range when contiguous, else a gather of its view."""
+        size = DTYPES[self.dtype][0]
+        n = math.prod(self.shape)
+        if self.contiguous():
+            start = self.data_start + self.offset * size
+            return TensorEntry(name, self.file, self.dtype, self.shape, start, start + n * size)
+        return TensorEntry(name, self.file, self.dtype, self.shape, 0, n * size, source=self._gather)
+
+    def _gather(self) -> np.ndarray:
+        size, bits, _ = DTYPES[self.dtype]
+        with open(self.file, "rb") as fh:
+            fh.seek(self.data_start)
+            raw = np.frombuffer(fh.read(self.storage_bytes), dtype=bits)
+        view = np.lib.stride_tricks.as_strided(raw[self.offset:], self.shape,
+                                               [s * size for s in self.stride], writeable=False)
+        return np.ascontiguousarray(view).reshape(-1)
+
+
+class _Window(io.RawIOBase):
+    """Bytes [base, base + length) of a file as a seekable file (a blob inside a .distcp)."""
+
+    def __init__(self, fh, base: int, length: int):
+        self.fh, self.base, self.length, self.pos = fh, base, length, 0
+
+    def readable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def seek(self, pos, whence=0):
+        self.pos = {0: pos, 1: self.pos + pos, 2: self.length + pos}[whence]
+        return self.pos
+
+    def tell(self):
+        return self.pos
+
+    def readinto(self, buf):
+        n = max(0, min(len(buf), self.length - self.pos))
+        self.fh.seek(self.base + self.pos)
+        got = self.fh.readinto(memoryview(buf)[:n])
+        self.pos += got
+        return got
+
+
+def is_torch_zip(path: str | Path, base: int = 0) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(base)
+        return fh.read(4) == b"PK\x03\x04"
+
+
+def refusal(path, exc: Exception) -> Exception:
+    """The one line for a pickle that weights-only loading will not build."""
+    text = str(exc).strip()
+    needs = next((line.strip() for line in text.splitlines() if "GLOBAL" in line or "global" in line),
+                 text.splitlines()[0] if text else type(exc).__name__)
+    return bad(path, f"refused: the pickle asks for more than tensors and plain containers ({needs[:160]}); "
+                     "evalkit loads checkpoints with torch.load(weights_only=True) only, a checkpoint being "
+                     "untrusted input")
+
+
+def read_torch_file(path: str | Path, base: int = 0, length: int | None = None):
+    """The object a torch.save file (or the blob at [base, base + length)) holds, its tensors
+    as `Stored` (legacy files: loaded tensors)."""
+    path = str(path)
+    if not is_torch_zip(path, base):
+        if base or length is not None:
+            raise bad(path, f"the record at byte {base} is not a torch.save zip")
+        return _legacy(path)
+    with open(path, "rb") as fh:
+        size = length if length is not None else fh.seek(0, 2)
+        try:
+            archive = zipfile.ZipFile(_Window(fh, base, size))
+        except (zipfile.BadZipFile, OSError, ValueError) as exc:
+            raise bad(path, f"corrupt torch.save zip ({exc})") from None
+        return _unpickle(path, fh, archive, base)
+
+
+def _unpickle(path: str, fh, archive: zipfile.ZipFile, base: int):
+    import pickle
+
+    import torch
+    from torch import _weights_only_unpickler as weights_only
+
+    _allow_dtensor()
+    names = archive.namelist()
+    pkl = next((n for n in names if n.endswith("data.pkl") and n.count("/") == 1), None)
+    if pkl is None:
+        raise bad(path, "not a torch.save file (no data.pkl in the zip)")
+    prefix = pkl[: -len("data.pkl")]
+    if prefix + "byteorder" in names and archive.read(prefix + "byteorder").strip() != b"little":
+        raise bad(path, "a big-endian torch.save file: not read")
+    records, storages = {i.filename: i for i in archive.infolist()}, {}
+
+    def persistent_load(saved_id):
+        if not (isinstance(saved_id, tuple) and len(saved_id) == 5 and saved_id[0] == "storage"):
+            raise pickle.UnpicklingError(f"unexpected persistent id {str(saved_id)[:60]}")
+        _, storage_type, key, _location, numel = saved_id
+        dtype = torch.uint8 if storage_type is torch.UntypedStorage else storage_type.dtype
+        nbytes = numel * torch._utils._element_size(dtype)
+        info = records.get(f"{prefix}data/{key}")
+        if info is None or info.compress_type != zipfile.ZIP_STORED or info.file_size < nbytes:
+            raise bad(path, f"storage {key} is missing, compressed or shorter than its {nbytes} bytes")
+        raw = torch.UntypedStorage(nbytes, device="meta")
+        storages[raw._cdata] = (_data_offset(fh, base, info), nbytes)
+        return torch.storage.TypedStorage(wrap_storage=raw, dtype=dtype, _internal=True)
+
+    up = weights_only.Unpickler(io.BytesIO(archive.read(pkl)), encoding="utf-8")
+    up.persistent_load = persistent_load
+    try:
+        tree = up.load()
+    except pickle.UnpicklingError as exc:
+        raise refusal(path, exc) from None
+    except (EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError, RuntimeError,
+            struct.error) as exc:
+        raise bad(path, f"corrupt pickle in the torch.save file ({type(exc).__name__}: "
+                        f"{str(exc)[:100]})") from None
+    return _stored(path, tree, storages)
+
+
+def _allow_dtensor() -> None:
+    """torch's weights-only unpickler builds DTensors (verl's FSDP shards) once
+    torch.distributed.tensor is imported; no process group is needed to unpickle them."""
+    import logging
+
+    import torch.distributed
+
+    if torch.distributed.is_available():
+        import torch.distributed.tensor  # noqa: F401
+
+        # "pickling/unpickling of the DeviceMesh occurred before the PGs were created": no PG is wanted here
+        logging.getLogger("torch.distributed.device_mesh").setLevel(logging.ERROR)
+
+
+def _data_offset(fh, base: int, info: zipfile.ZipInfo) -> int:
+    """Absolute offset of a stored record's bytes: after its local header, name and extra field."""
+    fh.seek(base + info.header_offset)
+    head = fh.read(30)
+    if len(head) != 30 or head[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"bad local header for {info.filename}")
+    name_len, extra_len = struct.unpack("<HH", head[26:30])
+    return base + info.header_offset + 30 + name_len + extra_len
+
+
+def _stored(path: str, tree, storages: dict):
+    """The tree with every (meta) tensor replaced by its `Stored`; DTensors keep their spec."""
+    import torch
+
+    def one(t):
+        if type(t).__name__ == "DTensor":
+            return _DTensorStored(one(t._local_tensor), tuple(t.placements), tuple(t.shape),
+                                  tuple(t.device_mesh.mesh.shape), t.device_mesh.mesh_dim_names)
+        dtype = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
+        if dtype is None or t.layout != torch.strided:
+            raise bad(path, f"a tensor of {t.dtype} ({t.layout}) is not read")
+        start, nbytes = storages[t.untyped_storage()._cdata]
+        stored = Stored(path, start, nbytes, dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        size = DTYPES[dtype][0]
+        extent = (t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1
+                  if t.numel() else 0)
+        if extent * size > nbytes:
+            raise bad(path, "a tensor reaches past the end of its storage")
+        return stored
+
+    return _walk(tree, one)
+
+
+@dataclass(frozen=True)
+class _DTensorStored:
+    local: Stored
+    placements: tuple  # torch Placement objects (Shard(dim), Replicate(), Partial())
+    shape: tuple[int, ...]  # the global shape
+    mesh_shape: tuple[int, ...]
+    mesh_dims: tuple | None
+
+
+def _walk(tree, fn):
+    import torch
+
+    if isinstance(tree, torch.Tensor):
+        return fn(tree)
+    if isinstance(tree, dict):
+        return {k: _walk(v, fn) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_walk(v, fn) for v in tree) if isinstance(tree, list) else tuple(_walk(v, fn) for v in tree)
+    return tree
+
+
+def _legacy(path: str):
+    """A pre-1.6 (not zip) torch.save file, loaded whole with weights_only=True."""
+    import pickle
+
+    import torch
+
+    try:
+        tree = torch.load(path, map_location="cpu", weights_only=True, mmap=False)
+    except pickle.UnpicklingError as exc:
+        raise refusal(path, exc) from None
+    except Exception as exc:  # corrupt files raise RuntimeError, EOFError, ...
+        raise bad(path, f"not a readable torch.save file ({type(exc).__name__}: {str(exc)[:100]})") from None
+
+    def one(t):
+        dtype = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
+        if dtype is None:
+            raise bad(path, f"a tensor of {t.dtype} is not read")
+        return _Loaded(path, dtype, tuple(t.shape), t.detach().contiguous())
+
+    return _walk(tree, one)
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    file: str
+    dtype: str
+    shape: tuple[int, ...]
+    tensor: object
+
+    def entry(self, name: str) -> TensorEntry:
+        n = math.prod(self.shape) * DTYPES[self.dtype][0]
+        return TensorEntry(name, self.file, self.dtype, self.shape, 0, n, source=self._bits)
+
+    def _bits(self) -> np.ndarray:
+        import torch
+
+        bits = {1: torch.uint8, 2: torch.uint16, 4: torch.uint32, 8: torch.uint64}[DTYPES[self.dtype][0]]
+        return self.tensor.view(bits).reshape(-1).numpy()
+
+
+def tensor_entries(tree, path) -> dict[str, TensorEntry]:
+    """{name: TensorEntry} of a state dict (a flat {str: tensor} mapping); `{"state_dict": ...}`
+    and `{"model": ...}` wrappers are opened; non-tensor values are left out."""
+    tree = _state_dict(tree, path)
+    return {name: value.entry(name) for name, value in tree.items() if isinstance(value, (Stored, _Loaded))}
+
+
+def _state_dict(tree, path) -> dict:
+    if isinstance(tree, dict):
+        tensors = [v for v in tree.values() if isinstance(v, (Stored, _Loaded, _DTensorStored))]
+        if not tensors:
+            for key in ("state_dict", "model", "module", "model_state_dict"):
+                if isinstance(tree.get(key), dict):
+                    return _state_dict(tree[key], path)
+        if tensors and all(isinstance(k, str) for k in tree):
+            return tree
+    raise bad(path, "holds no state dict (a {name: tensor} mapping)")

@@ -1,0 +1,118 @@
+"""Checks every reader's tensors get before anything is computed from them.
+
+    check_tensors(tensors, config, where)   # raises a one-line UsageError
+
+- bytes: each tensor's byte ranges hold exactly `numel * itemsize` bytes of its dtype;
+- role: a tensor whose name says it is a float weight (embedding, projection, norm, lm_head)
+  stored in an integer or bool dtype is refused (unless config.json declares a quantization),
+  with what its values read as: a float32 layernorm weight whose header says I32 reads as
+  integers near 1.07e9, which is how a lying header with the same bytes shows;
+- plausibility: norm and embedding weights whose values are implausible for their role
+  (|w| > 1e4, or every nonzero |w| < 1e-30: float bits of small integers) are refused;
+- config: with the checkpoint's own config.json, the shapes of embeddings, q/k/v/o, MLP and
+  norm weights against its hidden_size, vocab_size, head counts, head_dim and
+  intermediate_size, and layer indices against num_hidden_layers.
+Only small reads: up to 64K values of each norm and embedding weight.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from evalkit.checkpoints.tensors import DTYPES, FLOATS, ChunkReader, TensorEntry, bad, layer_index, module_kind, to_values
+
+__all__ = ["check_tensors", "SAMPLE"]
+
+SAMPLE = 1 << 16
+FLOAT_ROLES = ("embedding", "lm_head", "q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up",
+               "mlp_down", "norm")
+
+
+def check_tensors(tensors: dict[str, TensorEntry], config: dict | None, where) -> None:
+    quantized = bool((config or {}).get("quantization_config"))
+    reader = ChunkReader(1, SAMPLE * 8)
+    try:
+        for name in sorted(tensors):
+            entry = tensors[name]
+            _bytes(entry)
+            kind = module_kind(name)
+            if kind in FLOAT_ROLES and name.endswith((".weight", ".bias")):
+                if entry.dtype not in FLOATS and not quantized:
+                    raise _wrong_dtype(reader, entry, kind)
+                if kind in ("norm", "embedding") and entry.dtype in FLOATS and entry.numel and entry.source is None:
+                    _plausible(reader, entry, kind)
+            if config:
+                _against_config(entry, kind, config, where)
+    finally:
+        reader.close()
+
+
+def _bytes(entry: TensorEntry) -> None:
+    if entry.source is not None:
+        return  # made tensors are checked against their shape when made (TensorCache)
+    held = sum(end - start for _, start, end in entry.spans)
+    if held != entry.nbytes or any(end < start for _, start, end in entry.spans):
+        raise bad(entry.file, f"tensor {entry.name!r}: {held} bytes for {entry.dtype}{list(entry.shape)}, "
+                              f"which needs {entry.nbytes}")
+
+
+def _sample(reader: ChunkReader, entry: TensorEntry) -> np.ndarray:
+    bits = reader.bits(0, entry, 0, min(SAMPLE, entry.numel))
+    return np.asarray(to_values(bits, entry.dtype), dtype=np.float64)
+
+
+def _wrong_dtype(reader, entry: TensorEntry, kind: str):
+    what = f"tensor {entry.name!r} (a {kind} weight) is stored as {entry.dtype}"
+    if entry.numel and entry.source is None and DTYPES[entry.dtype][2] is not None:
+        top = float(np.abs(_sample(reader, entry)).max())
+        what += f", its values reaching {top:.3g}"
+    return bad(entry.file, f"{what}: this role holds floats, so the dtype in the header is wrong "
+                           "(a float tensor's bytes labelled as integers?)")
+
+
+def _plausible(reader, entry: TensorEntry, kind: str) -> None:
+    values = np.abs(_sample(reader, entry))
+    finite = values[np.isfinite(values)]
+    nonzero = finite[finite > 0]
+    top = float(finite.max()) if finite.size else 0.0
+    if top > 1e4 or (nonzero.size and float(nonzero.max()) < 1e-30):
+        raise bad(entry.file, f"tensor {entry.name!r} ({entry.dtype}): values up to {top:.3g}, implausible for a "
+                              f"{kind} weight; is the header's dtype right?")
+
+
+def _against_config(entry: TensorEntry, kind: str, config: dict, where) -> None:
+    layer = layer_index(entry.name)
+    layers = config.get("num_hidden_layers")
+    if layer is not None and isinstance(layers, int) and layer >= layers:
+        raise bad(where, f"tensor {entry.name!r} is in layer {layer}, config.json has {layers} layers")
+    expect = _expected(entry.name, kind, config)
+    if expect is not None and tuple(entry.shape) != expect:
+        raise bad(where, f"tensor {entry.name!r} is {list(entry.shape)}, config.json's sizes make it "
+                         f"{list(expect)}")
+
+
+def _expected(name: str, kind: str, c: dict) -> tuple | None:
+    """The shape config.json implies for a Llama/Qwen/Mistral-named tensor, None if unknown."""
+    def ints(*keys):
+        values = [c.get(k) for k in keys]
+        return values if all(isinstance(v, int) and v > 0 for v in values) else None
+
+    hidden, vocab, inter = c.get("hidden_size"), c.get("vocab_size"), c.get("intermediate_size")
+    heads, kv = c.get("num_attention_heads"), c.get("num_key_value_heads") or c.get("num_attention_heads")
+    head_dim = c.get("head_dim") or (hidden // heads if ints("hidden_size", "num_attention_heads") else None)
+    bias = name.endswith(".bias")
+    shapes = {}
+    if ints("hidden_size", "vocab_size") and not bias:
+        shapes.update(embedding=(vocab, hidden), lm_head=(vocab, hidden))
+    if ints("hidden_size", "num_attention_heads") and isinstance(head_dim, int) and isinstance(kv, int):
+        q, k = heads * head_dim, kv * head_dim
+        shapes.update(q_proj=(q, hidden), k_proj=(k, hidden), v_proj=(k, hidden), o_proj=(hidden, q))
+        if bias:
+            shapes.update(q_proj=(q,), k_proj=(k,), v_proj=(k,), o_proj=(hidden,))
+    if ints("hidden_size", "intermediate_size") and not bias and ".experts." not in name:
+        shapes.update(mlp_gate=(inter, hidden), mlp_up=(inter, hidden), mlp_down=(hidden, inter))
+    if ints("hidden_size") and re.search(r"(input_layernorm|post_attention_layernorm|(^|\.)norm)\.weight$", name):
+        shapes["norm"] = (hidden,)
+    return shapes.get(kind)

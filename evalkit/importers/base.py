@@ -1,0 +1,174 @@
+"""What every importer shares: the options, what a reader returns, and the checks of a source file.
+
+A reader (one module per format) turns the files another tool wrote into an `Imported`: the
+problems as that tool names them (a key, the question text, the gold answer when it has one)
+and one plain dict per completion. `evalkit.importers.run` matches the problems to a task,
+grades or keeps the grades, and writes the run folder. A reader never writes anything; a file
+that does not match its format is a UsageError naming the first missing field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from evalkit.errors import UsageError
+from evalkit.options import GradingOptions, TaskOptions, option
+from evalkit.tasks.base import OUTCOMES
+
+__all__ = ["ImportOptions", "Imported", "need", "sha256", "outcome_of", "message_text", "GRADES", "one_file",
+           "read_json_lines"]
+
+GRADES = ("auto", "keep", "regrade")
+
+
+@dataclass(frozen=True)
+class ImportOptions(GradingOptions, TaskOptions):
+    """`evalkit import`'s options: the task the problems are matched to (TaskOptions; none: the
+    gold answers in the file), the grades, the generic format's fields, the tokenizer."""
+
+    kind: ClassVar[str] = "import"
+
+    task: str | None = option(None, "Match the problems to this task's (a task name or .jsonl/.parquet file, as for "
+                              "evalkit passk) by id or question text, and grade with its scorer; default: the gold "
+                              "answers in the file, graded as math.", identity=False)
+    grades: str = option("auto", "keep (the file's own per-sample scores), regrade (evalkit's grader) or auto (keep "
+                         "where the file has a score per completion, else regrade).", choices=GRADES)
+    problem_field: str = option("problem_id", "jsonl/csv: field holding the problem (an id or the question text).")
+    completion_field: str = option("completion", "jsonl/csv: field holding the completion text.")
+    gold_field: str | None = option(None, "jsonl/csv, vllm, trl: field holding the gold answer (else --task).")
+    correct_field: str | None = option(None, "jsonl/csv, trl: field holding the per-sample grade (true/false, 0/1, a "
+                                       "reward >= 1 is correct, or an evalkit outcome); trl: the reward column.")
+    tokenizer: str | None = option(None, "Count completion tokens with this model's tokenizer (checkpoint folder, hub "
+                                   "name or smollm2-135m) where the file has no token ids or counts.")
+    step: int | None = option(None, "verl dumps / TRL completions folder: the training step to import (default: "
+                              "the last).", min=0)
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What a reader found. `samples`: one dict per completion with `problem` (a key of
+    `problems`), `completion`, and where the source has them `index`, `score` (its own grade),
+    `extracted`, `num_tokens`, `token_ids`, `finish_reason`. `problems`: key -> {"question",
+    "gold"} (either None when the source lacks it)."""
+
+    format: str
+    name: str  # the benchmark as the source names it (a task name for the problems file)
+    files: tuple[Path, ...]
+    problems: dict[str, dict]
+    samples: list[dict]
+    mapping: dict  # evalkit's field -> where it came from
+    grades: str | None  # the source field holding a per-sample grade, or None
+    no_grades_why: str | None = None  # said when --keep-grades is asked and `grades` is None
+    model: str | None = None
+    sampling: dict = field(default_factory=dict)
+    notes: dict = field(default_factory=dict)
+
+
+def need(record: Any, key: str, where: str, fmt: str) -> Any:
+    """`record[key]`, or a UsageError naming the place and the missing field."""
+    if not isinstance(record, dict):
+        raise UsageError(f"{where}: not a {fmt} record (expected a JSON object, got {type(record).__name__})")
+    if key not in record:
+        raise UsageError(f"{where}: no field {key!r}; not a {fmt} file?")
+    return record[key]
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def one_file(path: Path, pattern: str, fmt: str) -> Path:
+    """`path` itself, or the single file in folder `path` matching `pattern`."""
+    path = Path(path)
+    if path.is_file():
+        return path
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such file or folder")
+    found = sorted(path.glob(pattern))
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found[:4]) or "none"
+        raise UsageError(f"{path}: expected one {pattern} file of {fmt}, found {len(found)} ({names}); give the file")
+    return found[0]
+
+
+def read_json_lines(path: Path, fmt: str) -> list[tuple[int, Any]]:
+    """(line number, value) of every non-blank line; a line that is not JSON is named."""
+    out = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if line.strip():
+                    try:
+                        out.append((number, json.loads(line)))
+                    except json.JSONDecodeError as exc:
+                        raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg}); not a {fmt} file?") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not out:
+        raise UsageError(f"{path}: empty; no {fmt} records")
+    return out
+
+
+def read_parquet(path: Path, fmt: str):
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise UsageError(f"{path}: not a readable Parquet file ({type(exc).__name__}); not a {fmt} file?") from None
+
+
+def outcome_of(value: Any) -> tuple[str, str | None]:
+    """(outcome, detail) of a source's own per-sample grade: an evalkit outcome as it is; true /
+    false; a number >= 1 is correct (verl's and TRL's rule-based rewards give 1.0 for a right
+    answer, DAPO's -1 / 1), below 1 incorrect; None or NaN is an error (no grade)."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in OUTCOMES:
+            return text, "kept"
+        if text in ("true", "false", "yes", "no"):
+            return ("correct" if text in ("true", "yes") else "incorrect"), f"kept: {value}"
+        try:
+            value = float(text)
+        except ValueError:
+            return "error", f"unreadable grade {value!r}"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "error", "the source has no grade for this sample"
+    if isinstance(value, bool):
+        return ("correct" if value else "incorrect"), f"kept: {value}"
+    if isinstance(value, int | float):
+        return ("correct" if value >= 1 else "incorrect"), f"kept: score {value:g}"
+    return "error", f"unreadable grade {value!r}"
+
+
+def message_text(content: Any) -> str:
+    """A chat message's text: a string, or the text parts of a list of content parts joined by newlines
+    (evalscope `ChatMessageBase.text`; OpenCompass and verl write `{"role", "content"|"prompt"}` lists)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content
+                         if isinstance(part, dict) and part.get("type", "text") == "text")
+    return "" if content is None else str(content)
+
+
+def last_user_text(messages: Any) -> str | None:
+    """The text of the last user / HUMAN turn of a chat message list (None when there is none)."""
+    if isinstance(messages, str):
+        return messages
+    if not hasattr(messages, "__iter__"):
+        return None
+    text = None
+    for message in messages:
+        if isinstance(message, dict) and str(message.get("role", "")).lower() in ("user", "human"):
+            text = message_text(message.get("content", message.get("prompt")))
+    return text
