@@ -18,7 +18,7 @@ __all__ = ["diff"]
 
 @with_options(DiffOptions, skip=("chunk_elems", "kernel"))
 def diff(
-    models: Annotated[list[str], typer.Argument(help="BASE OTHER, or BASE A B: checkpoint folders (sharded or not), .safetensors files, or model names such as smollm2-135m.")],
+    models: Annotated[list[str], typer.Argument(help="BASE OTHER, or BASE A B: checkpoint folders (safetensors, .bin/.pth, DCP, verl FSDP shards, DeepSpeed ZeRO), single files, a LoRA adapter folder (read as BASE + its update) or BASE+ADAPTER, or model names such as smollm2-135m.")],
     out: Annotated[Path | None, typer.Option(help="Folder for diff.json (summary) and tensors.csv (one row per tensor); overlap.csv with three checkpoints.")] = None,
     top: Annotated[int, typer.Option(help="Most-changed layers to show.", min=1)] = 8,
     **given,
@@ -27,6 +27,7 @@ def diff(
 
     Example: evalkit diff smollm2-135m runs/es/ckpt runs/grpo/ckpt --atol 1e-5 --out runs/diff
     Example: evalkit diff smollm2-135m runs/grpo/ckpt-bf16 --as-dtype bfloat16
+    Example: evalkit diff smollm2-135m runs/lora/adapter --out runs/diff-lora
 
     Speed: compiled C kernels, built once by the system C compiler ($CC or cc) into
     ~/.cache/evalkit/kernels; without a compiler, numba or numpy (same figures, slower).

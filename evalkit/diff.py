@@ -37,22 +37,23 @@ from pathlib import Path
 
 import numpy as np
 
-from evalkit.errors import UsageError
-from evalkit.options import Options, option
-from evalkit.safetensors_io import (
+from evalkit.checkpoints import FORMATS, open_checkpoint
+from evalkit.checkpoints.safetensors import read_header
+from evalkit.checkpoints.tensors import (
     CASTS,
     DTYPES,
     Checkpoint,
     ChunkReader,
+    TensorCache,
     TensorEntry,
     cast_bits,
     layer_index,
     module_kind,
-    open_checkpoint,
-    read_header,
     to_values,
     value_dtype,
 )
+from evalkit.errors import UsageError
+from evalkit.options import Options, option
 from metrics import weights as W
 
 __all__ = ["Checkpoint", "DiffOptions", "DiffResult", "read_header", "open_checkpoint",
@@ -77,6 +78,9 @@ class DiffOptions(Options):
                               "bounded memory).", min=1, identity=False)
     threads: int = option(2, "CPU threads that compute: chunks compared at once, a read buffer each (0 = min(4, "
                           "cores)).", min=0, identity=False)
+    format: str = option("auto", "How OTHER (or A and B) are stored: auto (detected from the folder), "
+                         "safetensors, bin (.bin/.pth/.pt), dcp, verl, deepspeed or lora (an adapter "
+                         "on BASE).", choices=FORMATS, identity=False)
     as_dtype: str | None = option(None, "Round float tensors of every checkpoint to bfloat16, float16 or float32 "
                                   "(nearest even, as torch) before comparing, e.g. an fp32 base against a bf16 "
                                   "trained copy.", choices=tuple(CASTS))
@@ -277,7 +281,8 @@ def _stream(pairs: list[tuple], opts: DiffOptions, sides: int, on_bytes):
     """
     threads = opts.threads or min(4, os.cpu_count() or 1)
     readers: queue.SimpleQueue = queue.SimpleQueue()
-    made = [ChunkReader(sides, opts.chunk_elems * 8) for _ in range(threads)]
+    cache = TensorCache()  # tensors made when read (LoRA merges, gathers): one per side at a time
+    made = [ChunkReader(sides, opts.chunk_elems * 8, cache) for _ in range(threads)]
     for reader in made:
         reader.scratch = [W.new_stats() for _ in range(sides - 1)]  # per-chunk accumulators
         readers.put(reader)
@@ -339,7 +344,8 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
     if opts.kernel not in KERNELS:
         raise UsageError(f"kernel {opts.kernel!r} (EVALKIT_DIFF_KERNEL?): choose "
                          f"{', '.join(KERNELS)}")
-    cps = [open_checkpoint(a) for a in args]
+    base = open_checkpoint(args[0])
+    cps = [base, *(open_checkpoint(a, opts.format, like=base) for a in args[1:])]
     _check_same_model(cps)
     pairs, problems = _pairs(cps, opts.as_dtype)
     if not pairs:
@@ -370,7 +376,28 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
                             **W.finish_overlap(overlap)})
             _add(ov_groups, kind, layer, overlap, W.new_overlap, _sum_into)
     summary = _summary(cps, labels, opts, groups, ov_groups, rows, problems)
+    _formats(summary, cps, labels, rows)
     return DiffResult(summary, rows, ov_rows)
+
+
+def _formats(summary: dict, cps: list[Checkpoint], labels: list[str], rows: list[dict]) -> None:
+    """What a checkpoint that is not plain safetensors adds: its format and the reader's notes
+    in `inputs`, and for a LoRA adapter the `lora` section and its tensors' rank columns."""
+    from evalkit.checkpoints.lora import adapter_ranks, ranks_summary
+
+    for role, cp in zip(["base", *labels], cps, strict=True):
+        if cp.format != "safetensors":
+            summary["inputs"][role]["format"] = cp.format
+        if cp.notes:
+            summary["inputs"][role]["notes"] = list(cp.notes)
+    for lab, cp in zip(labels, cps[1:], strict=True):
+        if cp.lora is None:
+            continue
+        ranks = adapter_ranks(cp.lora)
+        for row in rows:
+            if row["update"] == lab and row["tensor"] in ranks:
+                row.update(ranks[row["tensor"]])
+        summary.setdefault("lora", {})[lab] = ranks_summary(cp.lora, ranks)
 
 
 def _sum_into(acc: dict, part: dict) -> dict:
@@ -419,7 +446,7 @@ def _summary(cps, labels, opts, groups, ov_groups, rows, problems) -> dict:
     summary = {
         "kind": "diff",
         "inputs": {role: {"name": cp.label, "path": cp.path, "tensors": len(cp.tensors),
-                          "files": len({e.file for e in cp.tensors.values()})}
+                          "files": len({f for e in cp.tensors.values() for f in e.files})}
                    for role, cp in zip(roles, cps, strict=True)},
         "options": {"atol": opts.atol, "rtol": opts.rtol, "rank": opts.rank,
                     "as_dtype": opts.as_dtype},

@@ -56,6 +56,9 @@ __all__ = [
     "finish_stats",
     "concentration",
     "update_rank",
+    "factored_spectrum",
+    "spectrum_rank",
+    "effective_rank",
     "new_overlap",
     "overlap_chunk",
     "finish_overlap",
@@ -355,3 +358,37 @@ def finish_overlap(s: dict) -> dict:
         "cosine": s["dot"] / norm if norm else math.nan,
         "sign_agreement": s["same_sign"] / s["nonzero_both"] if s["nonzero_both"] else math.nan,
     }
+
+
+def factored_spectrum(b: np.ndarray, a: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    """Singular values of `scale * b @ a` (b: m x r, a: r x n) without forming the m x n product.
+
+    With `b = Qb Rb` and `a.T = Qa Ra` (thin QR), `b @ a = Qb (Rb Ra.T) Qa.T`, and Qb, Qa have
+    orthonormal columns, so the singular values are those of the r x r matrix `Rb Ra.T`.
+    Cost O((m + n) r^2) instead of O(m n min(m, n)). Float64 throughout.
+    """
+    b64, a64 = np.asarray(b, np.float64), np.asarray(a, np.float64)
+    rb = np.linalg.qr(b64, mode="r")
+    ra = np.linalg.qr(a64.T, mode="r")
+    return np.abs(scale) * np.linalg.svd(rb @ ra.T, compute_uv=False)
+
+
+def spectrum_rank(s: np.ndarray, shape: tuple[int, int], eps: float = float(np.finfo(np.float32).eps)) -> int:
+    """Numerical rank from singular values: `#{s > s.max() * max(shape) * eps}`, numpy's
+    `matrix_rank` tolerance (float32 eps by default: what `update_rank` uses on float32
+    deltas); 0 for a zero matrix."""
+    if s.size == 0 or not np.any(s > 0):
+        return 0
+    return int(np.count_nonzero(s > s.max() * max(shape) * eps))
+
+
+def effective_rank(s: np.ndarray) -> float:
+    """Effective rank `exp(-sum p_i log p_i)`, `p = s / sum(s)` (Roy and Vetterli 2007, "The
+    effective rank: a measure of effective dimensionality"): between 1 (one direction) and the
+    rank (equal singular values). NaN for a zero matrix."""
+    s = np.asarray(s, np.float64)
+    total = s.sum()
+    if not total > 0:
+        return math.nan
+    p = s[s > 0] / total
+    return float(np.exp(-(p * np.log(p)).sum()))

@@ -36,8 +36,8 @@ def read_deepspeed(folder: Path) -> dict[str, TensorEntry]:
     except ImportError:
         raise bad(folder, "a DeepSpeed ZeRO checkpoint: reading it needs deepspeed, which is not installed "
                           "(pip install deepspeed; or convert it with its zero_to_fp32.py)") from None
-    from evalkit.checkpoints.torchzip import _Loaded
     from evalkit.checkpoints.tensors import TORCH_DTYPES
+    from evalkit.checkpoints.torchzip import _Loaded
 
     try:
         state = get_fp32_state_dict_from_zero_checkpoint(str(folder))

@@ -213,3 +213,44 @@ def factors(module: Module) -> tuple[np.ndarray, np.ndarray]:
     a = _torch(module.a).double().numpy()
     b = _torch(module.b).double().numpy()
     return b, a
+
+
+def adapter_ranks(adapter: Adapter) -> dict[str, dict]:
+    """Per target tensor: the update's rank by construction (min(r, shape)), its numerical rank
+    and effective rank (metrics.weights), from `scaling * B @ A` in float64, factored (no m x n
+    product is formed)."""
+    from metrics import weights as W
+
+    out = {}
+    for m in adapter.modules:
+        b, a = factors(m)
+        s = W.factored_spectrum(b, a, m.scaling)
+        shape = _delta_shape(m)
+        out[m.target] = {"lora_r": m.r, "lora_alpha": m.alpha, "lora_scaling": m.scaling,
+                         "lora_rank_by_construction": min(m.r, *shape),
+                         "lora_rank": W.spectrum_rank(s, shape), "lora_effective_rank": W.effective_rank(s)}
+    return out
+
+
+def ranks_summary(adapter: Adapter, ranks: dict[str, dict]) -> dict:
+    """diff.json's `lora`: the adapter's settings and its modules' ranks."""
+    rows = list(ranks.values())
+
+    def spread(key):
+        values = np.array([r[key] for r in rows], dtype=np.float64)
+        return {"mean": float(np.nanmean(values)), "min": float(np.nanmin(values)), "max": float(np.nanmax(values))}
+
+    c = adapter.config
+    return {"adapter": adapter.path, "r": c.get("r"), "lora_alpha": c.get("lora_alpha"),
+            "use_rslora": bool(c.get("use_rslora")), "modules": len(rows),
+            "modules_to_save": sorted(adapter.saved),
+            "scaling": sorted({r["lora_scaling"] for r in rows}),
+            "rank_by_construction": spread("lora_rank_by_construction"),
+            "rank": spread("lora_rank"), "effective_rank": spread("lora_effective_rank"),
+            "definitions": {"rank_by_construction": "min(r, rows, columns) of scaling * B @ A",
+                            "rank": "numerical rank of scaling * B @ A in float64 (numpy's tolerance, "
+                                    "float32 eps), from its factors",
+                            "effective_rank": "exp(entropy of singular values / their sum), Roy and "
+                                              "Vetterli 2007",
+                            "figures": "every other figure compares BASE with BASE + update merged in "
+                                       "BASE's dtype, as peft's merge_and_unload stores it"}}

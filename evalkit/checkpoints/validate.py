@@ -21,7 +21,16 @@ import re
 
 import numpy as np
 
-from evalkit.checkpoints.tensors import DTYPES, FLOATS, ChunkReader, TensorEntry, bad, layer_index, module_kind, to_values
+from evalkit.checkpoints.tensors import (
+    DTYPES,
+    FLOATS,
+    ChunkReader,
+    TensorEntry,
+    bad,
+    layer_index,
+    module_kind,
+    to_values,
+)
 
 __all__ = ["check_tensors", "SAMPLE"]
 
