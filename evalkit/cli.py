@@ -115,3 +115,5 @@ app.command("study")(handle_errors(study))
 from evalkit.cli_traces import tokens, traces  # noqa: E402
 app.command("traces")(handle_errors(traces))
 app.command("tokens")(handle_errors(tokens))
+from evalkit.cli_import import import_samples  # noqa: E402
+app.command("import")(handle_errors(import_samples))

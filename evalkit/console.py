@@ -188,6 +188,25 @@ def _print_voting(summary: dict) -> None:
     console.print(f"mean@n {num(mean.get('mean_at_n'))} {_interval(mean)}" + (f"; maj@k not computed: {why}" if why else ""))
 
 
+def print_import(summary: dict, out: Path) -> None:
+    """The imported run's pass@k tables, then where the samples came from and what was counted."""
+    info = summary["import"]
+    print_passk(summary, out)
+    sources = ", ".join(Path(s["path"]).name for s in info["sources"])
+    per = ", ".join(f"{v} problems x {k}" for k, v in info["samples_per_problem"].items())
+    console.print(f"imported {summary['samples']} completions of {summary['problems_with_samples']} problems from "
+                  f"{info['format']} ({sources}); samples per problem: {per}; grades: {info['grades']}")
+    notes = info.get("notes") or {}
+    if notes.get("unmatched"):
+        u = notes["unmatched"]
+        console.print(f"[yellow]not matched to --task {info['task']}: {u['problems']} problems ({u['samples']} "
+                      f"samples) left out, e.g. {u['examples'][0]!r}[/yellow]")
+    if info.get("agreement_with_source"):
+        a = info["agreement_with_source"]
+        console.print(f"the file's own grades agree with evalkit's on {a['same_correctness']} of {a['samples']}")
+    console.print(f"provenance (files, sha256, field mapping) in {out / 'run.json'}")
+
+
 def print_regrade(result, out: Path) -> None:
     """Old against new pass@k, and the outcomes that changed."""
     summary, regraded = result.summary, result.summary["regraded"]

@@ -183,14 +183,24 @@ def vote_classes(problem_ids, correct, answers) -> tuple[list, list[tuple[int, t
     return ids, [(counts.pop(None, 0), tuple(sorted(counts.values(), reverse=True))) for counts in votes.values()]
 
 
-def _matrix(ns, ks, value) -> np.ndarray:
-    """[problem, k] of `value(i, k)`, NaN where k > n; equal arguments computed once."""
-    out = np.full((len(ns), len(ks)), np.nan)
-    for i, n in enumerate(ns):
-        for j, k in enumerate(ks):
-            if k <= n:
-                out[i, j] = value(i, int(k))
+def _matrix(keys: Sequence, ks, value) -> np.ndarray:
+    """[problem, k] of `value(key, k)` for each problem's key (its (n, c), or its vote classes),
+    NaN where k > n; each distinct key is computed once."""
+    ks = [int(k) for k in ks]
+    rows: dict = {}
+    out = np.full((len(keys), len(ks)), np.nan)
+    for i, key in enumerate(keys):
+        if key not in rows:
+            n = _n_of(key)
+            rows[key] = np.array([value(key, k) if k <= n else np.nan for k in ks], dtype=np.float64)
+        out[i] = rows[key]
     return out
+
+
+def _n_of(key) -> int:
+    """n of a (n, c) key or of a (correct, others) vote key."""
+    first, second = key
+    return int(first) if not isinstance(second, tuple) else int(first) + sum(second)
 
 
 def _table(per_problem: np.ndarray, ks, column: str, boot: dict) -> pd.DataFrame:
@@ -209,6 +219,10 @@ def _boot(n_boot: int, confidence: float, seed: int) -> dict:
     return {"n_boot": n_boot, "confidence": confidence, "seed": seed}
 
 
+def _keys(ns, cs) -> list[tuple[int, int]]:
+    return list(zip(ns.tolist(), cs.tolist(), strict=True))
+
+
 def _ints(*arrays):
     return [np.asarray(a, dtype=np.int64) for a in arrays]
 
@@ -217,8 +231,7 @@ def pass_hat_table(ns, cs, ks, *, n_boot: int = 1000, confidence: float = 0.95, 
     """Mean pass^k over problems with a bootstrap interval, one row per k (columns as
     metrics.passk.passk_table's, `pass_hat_k` for `pass_at_k`)."""
     ns, cs, ks = _ints(ns, cs, ks)
-    cache = lru_cache(maxsize=None)(pass_hat_k)
-    per = _matrix(ns, ks, lambda i, k: cache(int(ns[i]), int(cs[i]), k))
+    per = _matrix(_keys(ns, cs), ks, lambda key, k: pass_hat_k(*key, k))
     return _table(per, ks, "pass_hat_k", _boot(n_boot, confidence, seed))
 
 
@@ -227,10 +240,9 @@ def g_pass_table(ns, cs, ks, *, taus: Sequence[float] = TAUS, n_boot: int = 1000
     """Mean G-Pass@k_tau over problems with intervals, one row per (tau, k): columns k, tau,
     g_pass_at_k, ci_low, ci_high, n_problems, n_excluded."""
     ns, cs, ks = _ints(ns, cs, ks)
-    cache = lru_cache(maxsize=None)(g_pass_at_k)
     frames = []
     for tau in taus:
-        per = _matrix(ns, ks, lambda i, k, tau=tau: cache(int(ns[i]), int(cs[i]), k, tau))
+        per = _matrix(_keys(ns, cs), ks, lambda key, k, tau=tau: g_pass_at_k(*key, k, tau))
         frame = _table(per, ks, "g_pass_at_k", _boot(n_boot, confidence, seed))
         frame.insert(1, "tau", float(tau))
         frames.append(frame)
@@ -241,8 +253,7 @@ def mg_pass_table(ns, cs, ks, *, n_boot: int = 1000, confidence: float = 0.95, s
     """Mean mG-Pass@k over problems with intervals, one row per k >= 2 (0 at k = 1 by definition)."""
     ns, cs, ks = _ints(ns, cs, ks)
     ks = ks[ks >= 2]
-    cache = lru_cache(maxsize=None)(mg_pass_at_k)
-    per = _matrix(ns, ks, lambda i, k: cache(int(ns[i]), int(cs[i]), k))
+    per = _matrix(_keys(ns, cs), ks, lambda key, k: mg_pass_at_k(*key, k))
     return _table(per, ks, "mg_pass_at_k", _boot(n_boot, confidence, seed))
 
 
@@ -251,8 +262,8 @@ def maj_table(classes: Sequence[tuple[int, tuple[int, ...]]], ks, *, n_boot: int
     """Mean maj@k over problems with intervals, one row per k; `classes` as `vote_classes`
     returns them (per problem: correct count, other answers' counts)."""
     (ks,) = _ints(ks)
-    ns = [c + sum(others) for c, others in classes]
-    per = _matrix(ns, ks, lambda i, k: maj_at_k(classes[i][0], classes[i][1], k))
+    keys = [(int(c), tuple(int(m) for m in others)) for c, others in classes]
+    per = _matrix(keys, ks, lambda key, k: maj_at_k(*key, k))
     return _table(per, ks, "maj_at_k", _boot(n_boot, confidence, seed))
 
 

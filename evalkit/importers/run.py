@@ -1,0 +1,313 @@
+"""`evalkit import`: another tool's samples -> an ordinary evalkit run folder.
+
+    run_import("lm-eval", Path("out/samples_gsm8k_2025-01-01.jsonl"), Path("runs/lmeval"), ImportOptions())
+
+Steps: the format's reader parses the files (nothing is written before it has read them whole:
+a bad file is one UsageError); the problems are matched to `--task`'s by id, then by question
+text (whitespace-normalised, then the task's question inside the source's prompt), or, without
+a task, the file's own gold answers become the task: `task/<name>.jsonl` in the run folder
+(fields id, question, answer), which `evalkit regrade` rebuilds like any task file; the grades
+are kept from the file (`--keep-grades`) or made by evalkit's grader (`--regrade`); num_tokens
+come from the file's token ids or counts, else from `--tokenizer`. The folder is written beside
+its destination and renamed into place when whole: run.json (`kind: passk`, provenance under
+`import`), samples.jsonl, summary.json (evalkit.passk.summarize, so pass@k, pass^k, maj@k,
+G-Pass@k, mean@n). Problems with fewer samples than others are kept and counted.
+
+Limits: the run's model identity is what the source records (often only a name; no weights hash);
+sampling settings the source does not record are null; a task file written here names its
+absolute path, so a moved run folder is regraded only with the file at its old place (or re-import).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.importers.base import Imported, ImportOptions, outcome_of, sha256
+
+__all__ = ["run_import", "FORMATS", "reader"]
+
+FORMATS = {  # format name -> module of evalkit.importers with read(path, opts) -> Imported
+    "lm-eval": "lm_eval",
+    "lighteval": "lighteval",
+    "verl": "verl",
+    "trl": "trl",
+    "opencompass": "opencompass",
+    "evalscope": "evalscope",
+    "vllm": "vllm_jsonl",
+    "jsonl": "generic",
+}
+BATCH = 256  # completions graded between progress updates
+
+
+def reader(fmt: str) -> Callable[[Path, ImportOptions], Imported]:
+    """The reader of a format; an unknown name lists the valid ones."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(FORMATS)} (csv files: jsonl)")
+    from importlib import import_module
+
+    return import_module(f"evalkit.importers.{FORMATS[fmt]}").read
+
+
+def run_import(fmt: str, path: Path, out: Path, opts: ImportOptions, *, progress: Callable | None = None) -> dict:
+    """Import `path` (a file or folder of format `fmt`) into the new run folder `out`; returns the summary."""
+    opts.validate()
+    _check_out(Path(out))
+    read = reader(fmt)
+    if not Path(path).exists():
+        raise UsageError(f"{path}: no such file or folder")
+    imported = read(Path(path), opts)
+    if not imported.samples:
+        raise UsageError(f"{path}: holds no completions")
+    keep = _keep_grades(imported, opts)
+    counts = _token_counts(imported, opts)  # before anything is written: a missing tokenizer is refused here
+    out = Path(out)
+    created = [a for a in reversed(out.parents) if not a.exists()]
+    tmp = out.with_name(f".{out.name}.import-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        task, problems, matched = _task(imported, opts, tmp, out)
+        samples = _assign(imported, matched, counts)
+        records, grading = _records(samples, problems, task, keep, imported, opts, progress)
+        return _write(tmp, out, imported, task, records, grading | _provenance(imported, opts))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        for folder in reversed(created):  # a refused import leaves no folder behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _check_out(out: Path) -> None:
+    from evalkit.rundir import check_writable
+
+    check_writable(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"--out {out}: exists and is not empty; evalkit import writes a new run folder")
+
+
+def _keep_grades(imported: Imported, opts: ImportOptions) -> bool:
+    if opts.grades == "regrade":
+        return False
+    has = imported.grades is not None and all("score" in s for s in imported.samples)
+    if opts.grades == "keep" and not has:
+        raise UsageError(imported.no_grades_why or f"{imported.format}: the file has no per-sample grades; "
+                         "use --regrade")
+    return has
+
+
+# ---------------------------------------------------------------- problems and the task
+
+
+def _norm(text) -> str:
+    return " ".join(str(text).split())
+
+
+def _task(imported: Imported, opts: ImportOptions, tmp: Path, out: Path):
+    """(task, {problem id: Problem}, {source key: problem id}) from --task or the file's gold answers."""
+    if opts.task:
+        from evalkit.tasks import load_task
+
+        task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=opts.task_config_dict())
+        matched = _match(imported, task.problems, opts.task)
+        return task, {p.id: p for p in task.problems}, matched
+    return _own_task(imported, opts, tmp, out)
+
+
+def _match(imported: Imported, problems, task_name: str) -> dict[str, str]:
+    """source key -> task problem id: by id, by normalised question text, then by the longest task
+    question found inside the source's text. Unmatched keys are left out (counted by the caller)."""
+    by_id = {p.id: p.id for p in problems}
+    by_text: dict[str, str] = {}
+    for p in problems:
+        for text in (p.prompt, *((p.entry or {}).get(k) for k in ("question", "problem", "prompt"))):
+            if isinstance(text, str) and text.strip():
+                by_text.setdefault(_norm(text), p.id)
+    matched, how = {}, Counter()
+    for key, info in imported.problems.items():
+        question = _norm(info.get("question") or "")
+        if key in by_id:
+            matched[key], how["id"] = key, how["id"] + 1
+        elif question in by_text:
+            matched[key], how["text"] = by_text[question], how["text"] + 1
+        elif question and (inside := [t for t in by_text if len(t) >= 8 and t in question]):
+            matched[key], how["text inside the prompt"] = by_text[max(inside, key=len)], how["text inside the prompt"] + 1
+    if not matched:
+        first = next(iter(imported.problems))
+        raise UsageError(f"no problem of the file matches a problem of --task {task_name} by id or question text "
+                         f"(first: {first!r}); give the task the samples were drawn from")
+    imported.notes["matched"] = dict(how)
+    return matched
+
+
+def _own_task(imported: Imported, opts: ImportOptions, tmp: Path, out: Path):
+    """The file's problems and gold answers as a task file in the run folder (see the module docstring)."""
+    from dataclasses import replace
+
+    from evalkit.jsonio import write_atomic
+    from evalkit.tasks import files
+    from evalkit.tasks.hf import PRESETS, gold_answer
+
+    rows, rules = [], Counter()
+    preset = PRESETS.get(opts.preset) if opts.preset else None
+    qkey, akey = (preset.question, preset.answer) if preset else ("question", "answer")
+    for key, info in imported.problems.items():
+        gold = info.get("gold")
+        if gold is None or not str(gold).strip():
+            raise UsageError(f"{imported.format}: problem {key!r} has no gold answer in the file; give --task "
+                             "(the task the samples were drawn from)" + (" or --gold-field" if imported.format in
+                                                                          ("jsonl", "vllm", "trl") else ""))
+        if not preset:
+            rule = "after_hashes" if "####" in str(gold) else "last_boxed" if "\\boxed" in str(gold) else "text"
+            rules[rule] += 1
+            gold = gold_answer(gold, rule) or str(gold).strip()
+        rows.append({"id": key, qkey: str(info.get("question") or key), akey: str(gold)})
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", imported.name).strip("._")[:80] or "problems"
+    path = tmp / "task" / f"{name}.jsonl"
+    path.parent.mkdir(parents=True)
+    write_atomic(path, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    config = {"preset": opts.preset} if preset else None
+    task = files.load(path, config)
+    final = out.resolve() / "task" / path.name  # the path after the rename into place
+    task = replace(task, spec=replace(task.spec, source=str(final)))
+    imported.notes["gold"] = f"preset {opts.preset}" if preset else dict(rules)
+    return task, {p.id: p for p in task.problems}, {key: key for key in imported.problems}
+
+
+# ---------------------------------------------------------------- samples and grades
+
+
+def _assign(imported: Imported, matched: dict[str, str], counts: list[int]) -> list[dict]:
+    """Each matched sample with its problem id and sample index (the source's own index when it
+    has one, else the order of appearance); a repeated index is refused."""
+    out, seen, nxt = [], set(), Counter()
+    unmatched = Counter()
+    for s, tokens in zip(imported.samples, counts, strict=True):
+        pid = matched.get(s["problem"])
+        if pid is None:
+            unmatched[s["problem"]] += 1
+            continue
+        index = s.get("index")
+        index = nxt[pid] if index is None else int(index)
+        nxt[pid] = max(nxt[pid], index + 1)
+        if (pid, index) in seen:
+            raise UsageError(f"{imported.format}: problem {pid!r} has sample index {index} twice")
+        seen.add((pid, index))
+        out.append({**s, "problem_id": pid, "sample_index": index, "num_tokens": tokens})
+    if unmatched:
+        imported.notes["unmatched"] = {"problems": len(unmatched), "samples": sum(unmatched.values()),
+                                       "examples": [str(k)[:80] for k in list(unmatched)[:3]]}
+    return out
+
+
+def _records(samples, problems, task, keep: bool, imported: Imported, opts: ImportOptions, progress):
+    """samples.jsonl records, and how they were graded (for run.json)."""
+    records = []
+    for s in samples:
+        outcome, detail = outcome_of(s["score"]) if "score" in s else (None, None)
+        record = {"problem_id": s["problem_id"], "sample_index": s["sample_index"], "completion": s["completion"],
+                  "extracted": s.get("extracted"), "outcome": outcome, "detail": detail, "num_tokens": s["num_tokens"],
+                  "finish_reason": s.get("finish_reason") or "stop", "mean_entropy": s.get("mean_entropy"),
+                  "seed": s.get("seed")}
+        if s.get("token_ids") is not None:
+            record["token_ids"] = [int(t) for t in s["token_ids"]]
+        records.append(record)
+    if keep:
+        return records, {"grader": f"{imported.format}'s own grades ({imported.grades})",
+                         "grades": f"kept from the file's {imported.grades!r}"}
+    return _regrade(records, problems, task, opts, progress)
+
+
+def _regrade(records, problems, task, opts: ImportOptions, progress):
+    from evalkit.grading import Grader
+    from evalkit.tasks import grader_version
+
+    agree = Counter()
+    with Grader(task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+        for start in range(0, len(records), BATCH):
+            batch = records[start : start + BATCH]
+            grades = grader.grade([(r["completion"], problems[r["problem_id"]]) for r in batch])
+            for r, g in zip(batch, grades, strict=True):
+                if r["outcome"] is not None:
+                    r["source_outcome"] = r["outcome"]
+                    agree[(r["outcome"] == "correct") == (g.outcome == "correct")] += 1
+                r.update(extracted=g.extracted, outcome=g.outcome, detail=g.detail)
+            if progress:
+                progress(min(start + BATCH, len(records)), len(records))
+    grading = {"grader": grader_version(task.spec.kind), "grades": "regraded by evalkit"}
+    if agree:
+        grading["agreement_with_source"] = {"same_correctness": agree[True], "samples": sum(agree.values())}
+    return records, grading
+
+
+def _token_counts(imported: Imported, opts: ImportOptions) -> list[int]:
+    """Each completion's generated tokens: the file's count or token ids, else --tokenizer's count."""
+    samples = imported.samples
+    counts = [s["num_tokens"] if isinstance(s.get("num_tokens"), int) else
+              len(s["token_ids"]) if s.get("token_ids") is not None else None for s in samples]
+    missing = [i for i, c in enumerate(counts) if c is None]
+    if missing and opts.tokenizer is None:
+        raise UsageError(f"{imported.format}: {len(missing)} completions have no token ids or counts in the file; "
+                         "give --tokenizer MODEL (the tokenizer that generated them: a checkpoint folder, a hub name "
+                         "or smollm2-135m) to count their tokens")
+    if missing:
+        from evalkit.models import token_counter
+
+        count = token_counter(opts.tokenizer)
+        for i in missing:
+            counts[i] = count(samples[i]["completion"])
+        imported.mapping["num_tokens"] = (imported.mapping.get("num_tokens", "") + f" counted with the tokenizer of "
+                                          f"{opts.tokenizer} for {len(missing)} completions").strip()
+    return counts
+
+
+# ---------------------------------------------------------------- the run folder
+
+
+def _provenance(imported: Imported, opts: ImportOptions) -> dict:
+    files = [{"path": str(f.resolve()), "sha256": sha256(f), "bytes": f.stat().st_size} for f in imported.files]
+    return {"format": imported.format, "sources": files, "mapping": imported.mapping,
+            "task": opts.task or "the file's gold answers", "notes": imported.notes}
+
+
+def _write(tmp: Path, out: Path, imported: Imported, task, records: list, provenance: dict) -> dict:
+    """run.json, samples.jsonl and summary.json into `tmp` (locked), then renamed to `out`."""
+    from evalkit.jsonio import write_json_atomic
+    from evalkit.locks import FolderLock
+    from evalkit.passk import PasskOptions, summarize
+    from evalkit.rundir import SETTINGS, RunDir
+
+    per_problem = Counter(r["problem_id"] for r in records)
+    n = max(per_problem.values())
+    used = set(per_problem)
+    first = {p.id for p in task.problems[: len(used)]}
+    count = len(used) if first == used else len(task.problems)  # passk's --limit: the task's first problems
+    provenance["samples_per_problem"] = {str(k): v for k, v in sorted(Counter(per_problem.values()).items())}
+    grader = provenance.pop("grader")
+    settings = {"kind": "passk", "model": {"name": imported.model or f"{imported.format} import", "sha256": None,
+                                           "dtype": None},
+                "task": task.spec.identity(), "grader": grader, "problems": count,
+                "sampling": {"n": n, "temperature": None, "top_p": None, "max_new_tokens": None, **imported.sampling},
+                "import": provenance}
+    ks = tuple(sorted({min(2**i, n) for i in range(n.bit_length())} | {n}))
+    opts = PasskOptions(n=n, ks=ks)
+    run = RunDir(tmp, settings)
+    lock = FolderLock(tmp)  # one writer, as for every run folder
+    try:
+        write_json_atomic(tmp / SETTINGS, run.settings)
+        run.append(records)
+        summary = summarize(records, opts, task.problems[:count], run.settings)
+        summary["options"] = {"n": n, "ks": list(ks), "seed": opts.seed, "confidence": opts.confidence,
+                              "n_boot": opts.n_boot}
+        run.write_summary(summary)
+        os.replace(tmp, out)
+    finally:
+        lock.release()
+    return summary
