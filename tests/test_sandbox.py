@@ -8,6 +8,7 @@ back from the function's process (the codec is tested here; the forgery
 table is in test_forgetting_humaneval.py)."""
 
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -22,12 +23,19 @@ import pytest
 from evalkit.forgetting import sandbox
 from evalkit.forgetting import sandbox_worker as worker_codec
 from evalkit.forgetting.sandbox import FunctionTest, Limits, run_program
+from evalkit.forgetting.sandbox_root import WORKER_PATH
 
 ROOT = os.geteuid() == 0
 SMALL = Limits(timeout=3.0, cpu_seconds=3, memory_mb=256, max_procs=4, file_mb=1)
 # Layers are tested one at a time too: without the in-child guard, only
 # privileges, rlimits and the process-group/uid kill remain.
 UNGUARDED = Limits(timeout=3.0, cpu_seconds=3, memory_mb=256, max_procs=4, file_mb=1, guard=False)
+
+
+@functools.cache
+def _private() -> bool:
+    """Whether workers get a private root here (layer 5: root, and a kernel that lets it build one)."""
+    return run_program("pass", SMALL).isolation.endswith("private root")
 
 
 def _forking(limits: Limits) -> Limits:
@@ -41,8 +49,9 @@ def _forking(limits: Limits) -> Limits:
 def _leftovers(by_uid: bool = ROOT) -> list[int]:
     """Live processes the programs left. As root, every process of the throw-away uid. Otherwise,
     every live process that runs the worker's code, other than the live workers: a program's
-    processes are forks of its worker, so they carry its command line (a program that exec's
-    another binary would escape this check; none of the tests' programs does)."""
+    processes are forks of its worker, so they carry its command line (its script's path on
+    the host, or in its private root; a program that exec's another binary would escape this
+    check; none of the tests' programs does)."""
     if by_uid:
         return sandbox.uid_processes(sandbox._sandbox_uid(0))
     workers = {w.proc.pid for w in list(sandbox._WORKERS.values())}
@@ -55,7 +64,7 @@ def _leftovers(by_uid: bool = ROOT) -> list[int]:
             state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue  # gone meanwhile
-        if sandbox.WORKER.encode() in cmdline and state != "Z":
+        if {sandbox.WORKER.encode(), WORKER_PATH.encode()} & set(cmdline) and state != "Z":
             found.append(int(entry))
     return found
 
@@ -232,7 +241,9 @@ def test_a_program_cannot_signal_trace_or_read_its_worker():
                    f"open('/proc/{worker}/mem', 'rb').read(1)",
                    f"open('/proc/{worker}/environ', 'rb').read(1)"):
         result = run_program(attack, UNGUARDED)
-        assert result.status == "error" and "PermissionError" in result.detail, (attack, result)
+        # A signal is refused; in a private root the worker's /proc entry does not even exist.
+        denied = "FileNotFoundError" if "/proc" in attack and _private() else "PermissionError"
+        assert result.status == "error" and denied in result.detail, (attack, result)
     ptrace = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
               f"assert libc.ptrace(16, {worker}, 0, 0) == -1 and ctypes.get_errno() == 1")  # PTRACE_ATTACH, EPERM
     assert run_program(ptrace, UNGUARDED).status == "passed"
@@ -325,8 +336,7 @@ def test_a_stale_process_of_the_uid_is_killed_before_a_new_worker_runs_a_program
 @pytest.mark.skipif(not ROOT, reason="without a subreaper, only the uid finds escaped processes")
 def test_without_a_subreaper_the_uid_is_still_swept(monkeypatch):
     sandbox._shutdown_workers()
-    monkeypatch.setattr(sandbox, "LAUNCHER", "import os, sys\n"
-                        "os.execv(sys.argv[1], [sys.argv[1], '-I', '-S', *sys.argv[2:], '0'])")
+    monkeypatch.setattr(sandbox, "SUBREAPER", False)
     try:
         escape = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(30)\n"
         assert run_program(escape, UNGUARDED).status == "passed"
@@ -442,21 +452,24 @@ def test_a_worker_whose_trusted_pipe_may_hold_a_test_is_retired(monkeypatch):
 
 @pytest.mark.skipif(not ROOT, reason="only a throw-away uid keeps programs away from the verifier")
 def test_a_program_cannot_signal_trace_or_read_its_verifier():
-    # The program finds its sibling (the verifier: root, the worker's other child) and
-    # attacks it; it reports what each attempt raised, and the verifier checks the list.
+    # The program is told its sibling's pid (the verifier: root, the worker's other child)
+    # and attacks it; it reports what each attempt raised, and the verifier checks the list.
+    # Without a private root it can also find it in /proc (its parent's other child); with
+    # one, the verifier's /proc entries do not exist for it.
     program = (
-        "import os, signal\ndef f(x):\n    me, parent = os.getpid(), os.getppid()\n    found = []\n"
+        "import os, signal\ndef f(verifier):\n    me, parent = os.getpid(), os.getppid()\n    found = []\n"
         "    for entry in os.listdir('/proc'):\n        if entry.isdigit() and int(entry) != me:\n            try:\n"
         "                stat = open(f'/proc/{entry}/stat').read()\n            except OSError:\n                continue\n"
         "            if stat.rsplit(')', 1)[1].split()[1] == str(parent):\n                found.append(int(entry))\n"
-        "    assert len(found) == 1, found\n    verifier, outcomes = found[0], []\n"
+        "    assert found == ([] if os.path.exists('/evalkit') else [verifier]), found\n    outcomes = []\n"
         "    for attack in (lambda: os.kill(verifier, signal.SIGKILL), lambda: os.kill(verifier, signal.SIGSTOP),\n"
         "                   lambda: open(f'/proc/{verifier}/mem', 'rb').read(1),\n"
         "                   lambda: os.listdir(f'/proc/{verifier}/fd'),\n"
         "                   lambda: open(f'/proc/{verifier}/environ', 'rb').read(1)):\n"
         "        try:\n            attack()\n            outcomes.append('done')\n        except Exception as exc:\n"
         "            outcomes.append(type(exc).__name__)\n    return outcomes\n")
-    test = "def check(candidate):\n    assert candidate(0) == ['PermissionError'] * 5\n"
+    proc = "FileNotFoundError" if _private() else "PermissionError"
+    test = f"import os\ndef check(candidate):\n    assert candidate(os.getpid()) == ['PermissionError'] * 2 + [{proc!r}] * 3\n"
     result = run_program(_function(program, test), UNGUARDED)
     assert result.status == "passed", result
 

@@ -122,6 +122,7 @@ completions of the kinds tested in tests/test_sandbox.py.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import itertools
 import json
@@ -130,14 +131,18 @@ import queue
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+
+from evalkit.forgetting.sandbox_root import SCRATCH
 
 __all__ = ["Limits", "SandboxResult", "FunctionTest", "run_program", "run_many", "sandbox_python", "uid_processes"]
 
@@ -161,6 +166,7 @@ class Limits:
     file_mb: int = 16
     guard: bool = True  # disable destructive calls inside the child
     drop_privileges: bool = True  # when root: run as a throw-away uid
+    private_root: bool = True  # when root: the worker sees only the interpreter, its libraries, fresh scratch
 
 
 @dataclass(frozen=True)
@@ -182,23 +188,17 @@ class SandboxResult:
     status: str  # passed, failed, timeout, error
     detail: str | None = None
     seconds: float = 0.0
-    isolation: str = ""  # "uid 1000016" or "same uid"
+    isolation: str = ""  # "uid 1000016, private root", "uid 1000016, host files (why)", "same uid, host files"
 
 
-WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_worker.py")
-
-
-# Makes the worker a child subreaper (orphans of its programs come to it, not
-# to init), then exec's the worker: the attribute survives exec, ctypes does not.
-LAUNCHER = r'''
-import os, sys
-try:
-    import ctypes
-    subreaper = ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
-except Exception:
-    subreaper = False
-os.execv(sys.argv[1], [sys.argv[1], "-I", "-S", *sys.argv[2:], str(int(subreaper))])
-'''
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "sandbox_worker.py")
+# Run as a script by each worker's interpreter: it makes the worker a child subreaper
+# and, when asked, moves it into its private root (layer 5), then exec's the worker.
+LAUNCHER = os.path.join(HERE, "sandbox_root.py")
+SUBREAPER = True  # ask the launcher to make the worker a subreaper (a test turns it off)
+SCRATCH_MB = 64  # MiB of each of a private root's /tmp, /var/tmp and /dev/shm
+_WARNED: set[str] = set()  # reasons a private root was refused, warned about once each
 
 
 def run_program(source: str | FunctionTest, limits: Limits = Limits(), *, slot: int = 0) -> SandboxResult:
@@ -206,19 +206,8 @@ def run_program(source: str | FunctionTest, limits: Limits = Limits(), *, slot: 
     reports on itself; a FunctionTest is judged by a trusted verifier (see module doc)."""
     uid = _sandbox_uid(slot) if _dropping(limits) else None
     python = sandbox_python(uid)
-    workdir = tempfile.mkdtemp(prefix="evalkit-sandbox-")
     started = time.monotonic()
-    try:
-        if uid is not None:
-            os.chown(workdir, uid, uid)
-        os.chmod(workdir, 0o700)
-        status, detail = _execute(python, source, limits, uid, workdir, slot)
-    finally:
-        try:
-            os.rmdir(workdir)  # the usual case: the program left nothing
-        except OSError:
-            shutil.rmtree(workdir, ignore_errors=True)
-    isolation = f"uid {uid}" if uid is not None else "same uid"
+    status, detail, isolation = _execute(python, source, limits, uid, slot)
     return SandboxResult(status, detail, round(time.monotonic() - started, 3), isolation)
 
 
@@ -245,6 +234,11 @@ def _dropping(limits: Limits) -> bool:
     return limits.drop_privileges and os.geteuid() == 0
 
 
+def _rooting(limits: Limits) -> bool:
+    """Whether the worker is to have a private root: only root can build one (layer 5)."""
+    return limits.private_root and os.geteuid() == 0
+
+
 def _sandbox_uid(slot: int) -> int:
     assert 0 <= slot < MAX_SLOTS, f"at most {MAX_SLOTS} concurrent children per process"
     return UID_BASE + os.getpid() * MAX_SLOTS + slot
@@ -265,33 +259,51 @@ def _env(home: str) -> dict:
             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
 
 
-def _execute(python: str, source: str | FunctionTest, limits: Limits, uid: int | None, workdir: str,
-             slot: int) -> tuple[str, str | None]:
-    """Hand the program to the slot's worker; a worker that fails is replaced, never waited on.
-    A function test's trusted part goes on the worker's trusted pipe, read by the verifier only."""
+def _request(source: str | FunctionTest, limits: Limits, uid: int | None) -> tuple[dict, dict | None]:
+    """The worker's request (its folder is added by the worker's `folder`) and, for a function
+    test, the trusted part, which goes on the worker's trusted pipe, read by the verifier only."""
     request = {"program": source, "limits": _rlimits(limits), "guard": limits.guard, "tag": RESULT_TAG,
-               "timeout": limits.timeout, "uid": uid, "workdir": workdir, "env": _env(workdir)}
-    trusted = None
-    if isinstance(source, FunctionTest):
-        ident = next(_REQUEST_IDS)
-        request.update(program=source.program, entry_point=source.entry_point, mode="function", id=ident)
-        trusted = {"id": ident, "setup": source.setup, "test": source.test, "entry_point": source.entry_point}
+               "timeout": limits.timeout, "uid": uid}
+    if not isinstance(source, FunctionTest):
+        return request, None
+    ident = next(_REQUEST_IDS)
+    request.update(program=source.program, entry_point=source.entry_point, mode="function", id=ident)
+    return request, {"id": ident, "setup": source.setup, "test": source.test, "entry_point": source.entry_point}
+
+
+def _execute(python: str, source: str | FunctionTest, limits: Limits, uid: int | None,
+             slot: int) -> tuple[str, str | None, str]:
+    """Hand the program to the slot's worker, in a fresh folder; a worker that fails is
+    replaced, never waited on. (status, detail, isolation)."""
+    request, trusted = _request(source, limits, uid)
+    who = f"uid {uid}" if uid is not None else "same uid"
     with _SLOT_LOCKS[slot]:
         try:
-            worker = _worker(slot, python)
+            worker = _worker(slot, python, _rooting(limits))
         except OSError as exc:
-            return "error", f"sandbox did not start: {exc}"
+            return "error", f"sandbox did not start: {exc}", f"{who}, no worker"
+        isolation = f"{who}, {worker.files}"
         if trusted is not None and len(_frame(trusted)) > worker.trusted_capacity:
             # Written whole into the empty pipe, it never waits for a verifier that may be gone.
-            return "error", f"the test and its setup exceed the trusted pipe ({worker.trusted_capacity} bytes)"
-        reply = worker.call(request, uid, limits.timeout + WORKER_GRACE, trusted)
-        if reply is None:
-            _forget_worker(slot, worker)
-            worker.abandon()
-            return "error", "sandbox worker died or stopped answering; its program was killed"
-        if trusted is not None and not reply.get("trusted_read"):
-            _forget_worker(slot, worker)  # its trusted pipe may still hold this test: not used again
-            worker.close()
+            return "error", f"the test and its setup exceed the trusted pipe ({worker.trusted_capacity} bytes)", isolation
+        try:
+            with worker.folder(uid) as workdir:
+                request.update(workdir=workdir, env=_env(workdir))
+                reply = worker.call(request, uid, limits.timeout + WORKER_GRACE, trusted)
+                if reply is None:
+                    _forget_worker(slot, worker)
+                    worker.abandon()
+                    return "error", "sandbox worker died or stopped answering; its program was killed", isolation
+                if trusted is not None and not reply.get("trusted_read"):
+                    _forget_worker(slot, worker)  # its trusted pipe may still hold this test: not used again
+                    worker.close()
+        except OSError as exc:  # the folder could not be made
+            return "error", f"sandbox did not start: {exc}", isolation
+    return (*_verdict(reply, limits, uid, trusted is not None), isolation)
+
+
+def _verdict(reply: dict, limits: Limits, uid: int | None, function: bool) -> tuple[str, str | None]:
+    """(status, detail) from the worker's reply."""
     if "start_error" in reply:
         return "error", f"sandbox did not start: {reply['start_error']}"
     if "worker_error" in reply:
@@ -301,7 +313,7 @@ def _execute(python: str, source: str | FunctionTest, limits: Limits, uid: int |
         raise RuntimeError(f"processes of {who} survive SIGKILL: {reply['survivors']}")
     if reply["timeout"]:
         return "timeout", f"wall clock {limits.timeout:g}s exceeded"
-    if trusted is not None:
+    if function:
         return _classify_function(reply, limits)
     return _classify(reply["code"], reply["result"], reply["tail"], limits)
 
@@ -361,26 +373,33 @@ def _signal_name(number: int) -> str:
 
 
 class _Worker:
-    """One pre-warmed worker process (see the module doc), used by one slot at a time."""
+    """One pre-warmed worker process (see the module doc), used by one slot at a time.
+    `files`: what its programs see of the host's files (layer 5); `refused`: why a private
+    root that was asked for could not be had (None when it was, or was not asked for)."""
 
-    def __init__(self, python: str) -> None:
-        self.python = python
+    def __init__(self, python: str, root: bool) -> None:
+        self.python, self.root_asked = python, root
         self.uid: int | None = None  # of the program in flight
         self.child: int | None = None  # its pid, from the worker's "pid" message
+        self.scratch: _Scratch | None = None  # a private root's scratch folders
         # The trusted pipe: function tests' test code, read by the worker's verifiers only.
         trusted_r, self.trusted = os.pipe()
+        ready_r, ready_w = os.pipe()  # the launcher's one line: whether it built the private root
+        asked = json.dumps({"root": root, "scratch_mb": SCRATCH_MB, "subreaper": SUBREAPER})
         try:
             # Root stays root: the children, not the worker, take the throw-away uid.
             self.proc = subprocess.Popen(
-                [python, "-I", "-S", "-c", LAUNCHER, python, WORKER, json.dumps(PRELOAD), str(trusted_r)],
+                [python, "-I", "-S", LAUNCHER, asked, str(ready_w), WORKER, json.dumps(PRELOAD), str(trusted_r)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/",
-                env=_env("/tmp"), start_new_session=True, close_fds=True, pass_fds=(trusted_r,),
+                env=_env("/tmp"), start_new_session=True, close_fds=True, pass_fds=(trusted_r, ready_w),
             )
         except BaseException:
             os.close(self.trusted)
+            os.close(ready_r)
             raise
         finally:
             os.close(trusted_r)
+            os.close(ready_w)
         os.set_blocking(self.proc.stdin.fileno(), False)
         os.set_blocking(self.trusted, False)
         try:
@@ -388,6 +407,50 @@ class _Worker:
         except OSError:  # above /proc/sys/fs/pipe-max-size when not root: the size it has
             pass
         self.trusted_capacity = fcntl.fcntl(self.trusted, fcntl.F_GETPIPE_SZ)
+        try:
+            self._settle(ready_r)
+        except BaseException:
+            self.abandon()
+            raise
+        finally:
+            os.close(ready_r)
+
+    def _settle(self, ready: int) -> None:
+        """Read the launcher's word; with a private root, hold the root's scratch folders."""
+        said = _read_all(ready, time.monotonic() + WORKER_GRACE)
+        if not said:
+            raise OSError("the sandbox's launcher ended without saying whether it built the private root")
+        said = json.loads(said)
+        self.refused = said["why"] if self.root_asked and not said["root"] else None
+        self.files = "private root" if said["root"] else "host files" + (f" ({self.refused})" if self.refused else "")
+        if said["root"]:
+            self.scratch = _Scratch(self.proc.pid)
+
+    @contextlib.contextmanager
+    def folder(self, uid: int | None):
+        """The program's fresh folder, owned by `uid` (mode 700): its path as the worker sees
+        it. After the program: with a private root, everything in the root's scratch is
+        removed (the folder with it); otherwise the folder, in the host's temporary folder."""
+        if self.scratch is not None:
+            path = self.scratch.folder(uid)
+            try:
+                yield path
+            finally:
+                scratch = self.scratch  # None once the worker was closed: its root is gone with it
+                if scratch is not None:
+                    scratch.empty()
+            return
+        path = tempfile.mkdtemp(prefix="evalkit-sandbox-")
+        try:
+            if uid is not None:
+                os.chown(path, uid, uid)
+            os.chmod(path, 0o700)
+            yield path
+        finally:
+            try:
+                os.rmdir(path)  # the usual case: the program left nothing
+            except OSError:
+                shutil.rmtree(path, ignore_errors=True)
 
     def call(self, request: dict, uid: int | None, timeout: float, trusted: dict | None = None) -> dict | None:
         """One request (and a function test's trusted part) and its reply; None when the
@@ -427,7 +490,11 @@ class _Worker:
         self.close()
 
     def close(self, wait: float = 5.0) -> None:
-        """End of input: an idle worker exits at once; a busy one after its program."""
+        """End of input: an idle worker exits at once; a busy one after its program. Its
+        private root (and the scratch in it) goes with it."""
+        scratch, self.scratch = self.scratch, None
+        if scratch is not None:
+            scratch.close()
         for pipe in (self.proc.stdin, self.proc.stdout):
             try:
                 pipe.close()
@@ -440,6 +507,68 @@ class _Worker:
             self.proc.wait(timeout=wait)
         except subprocess.TimeoutExpired:
             self.abandon()
+
+
+class _Scratch:
+    """A private root's scratch folders (SCRATCH: /tmp, /var/tmp, /dev/shm), opened from
+    evalkit through /proc/PID/root of its worker once the launcher has built the root. Each
+    program's folder is made in the root's /tmp; after the program everything in the three
+    is removed. Used by descriptor, each checked against the device and inode it was opened
+    on, under a lock that close() takes too: a reused pid or descriptor number can never
+    point them at the host's files."""
+
+    def __init__(self, pid: int) -> None:
+        self.lock = threading.Lock()
+        self.fds: list[int] = []
+        self.ids: list[tuple[int, int]] = []
+        try:
+            for path in SCRATCH:
+                fd = os.open(f"/proc/{pid}/root{path}", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                self.fds.append(fd)
+                found = os.fstat(fd)
+                if os.path.exists(path) and os.stat(path).st_dev == found.st_dev:
+                    raise OSError(f"the worker's {path} is the host's: no private root")
+                self.ids.append((found.st_dev, found.st_ino))
+        except BaseException:
+            self.forget()
+            raise
+
+    def folder(self, uid: int | None) -> str:
+        with self.lock:
+            self._check()
+            made = tempfile.mkdtemp(prefix="evalkit-sandbox-", dir=f"/proc/self/fd/{self.fds[0]}")
+            if uid is not None:
+                os.chown(made, uid, uid)
+            os.chmod(made, 0o700)
+            return os.path.join(SCRATCH[0], os.path.basename(made))
+
+    def empty(self) -> None:
+        """Remove everything in the scratch folders (the program's processes are all gone)."""
+        with self.lock:
+            if not self.fds:
+                return  # closed meanwhile: the root went with its worker
+            self._check()
+            for fd in self.fds:
+                for name in os.listdir(fd):
+                    if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                        shutil.rmtree(name, dir_fd=fd)
+                    else:
+                        os.unlink(name, dir_fd=fd)
+
+    def _check(self) -> None:
+        for fd, ident in zip(self.fds, self.ids, strict=True):
+            found = os.fstat(fd)
+            assert (found.st_dev, found.st_ino) == ident, "a scratch descriptor no longer points at its folder"
+
+    def close(self) -> None:
+        with self.lock:
+            self.forget()
+
+    def forget(self) -> None:
+        """Close the descriptors without the lock (a forked copy of evalkit: no other thread)."""
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            os.close(fd)
 
 
 def _frame(message: dict) -> bytes:
@@ -474,6 +603,17 @@ def _read_exact(fd: int, size: int, deadline: float) -> bytes | None:
             return None  # the worker is gone
         data += chunk
     return data
+
+
+def _read_all(fd: int, deadline: float) -> bytes | None:
+    """What `fd` holds until its end; None when the deadline comes first."""
+    data = b""
+    while _ready(fd, select.POLLIN, deadline):
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return data
+        data += chunk
+    return None
 
 
 def _ready(fd: int, event: int, deadline: float) -> bool:
@@ -546,16 +686,23 @@ _WORKERS_LOCK = threading.Lock()
 _SLOT_LOCKS = [threading.Lock() for _ in range(MAX_SLOTS)]
 
 
-def _worker(slot: int, python: str) -> _Worker:
-    """The slot's worker, started on first use or after the last one ended."""
+def _worker(slot: int, python: str, root: bool) -> _Worker:
+    """The slot's worker (with a private root when `root`), started on first use or after
+    the last one ended. A private root asked for and refused is warned about once."""
     with _WORKERS_LOCK:
         worker = _WORKERS.get(slot)
-        if worker is not None and (worker.python != python or worker.proc.poll() is not None):
+        if worker is not None and (worker.python != python or worker.root_asked != root
+                                   or worker.proc.poll() is not None):
             worker.close()
             worker = None
         if worker is None:
-            worker = _WORKERS[slot] = _Worker(python)
-        return worker
+            worker = _WORKERS[slot] = _Worker(python, root)
+    if worker.refused is not None and worker.refused not in _WARNED:
+        _WARNED.add(worker.refused)
+        warnings.warn(f"sandbox: no private root ({worker.refused}): programs see the host's files "
+                      "and what they write outside their folder stays (docs/reliability.md)", RuntimeWarning,
+                      stacklevel=2)
+    return worker
 
 
 def _forget_worker(slot: int, worker: _Worker) -> None:
@@ -581,6 +728,9 @@ def _after_fork_in_child() -> None:
         if worker.trusted >= 0:  # a plain descriptor: closed here, not by the garbage collector
             os.close(worker.trusted)
             worker.trusted = -1
+        if worker.scratch is not None:  # its descriptors would keep the scratch's memory
+            worker.scratch.forget()
+            worker.scratch = None
     _WORKERS.clear()
     _WORKERS_LOCK = threading.Lock()
     _SLOT_LOCKS = [threading.Lock() for _ in range(MAX_SLOTS)]

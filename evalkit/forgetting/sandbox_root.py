@@ -33,11 +33,17 @@ files, as without this layer), closes it and exec's the worker with the
 subreaper flag (1/0) as its last argument. Only the standard library: it runs
 under `-I -S`, as the worker does.
 """
-import ctypes
 import glob
 import json
 import os
 import sys
+
+try:
+    import ctypes
+
+    LIBC = ctypes.CDLL(None, use_errno=True)
+except (ImportError, OSError):  # an interpreter built without ctypes: no subreaper, no private root
+    LIBC = None
 
 STAGE = "/tmp"  # where the new root is built, in the new namespace only
 WORKER_PATH = "/evalkit/sandbox_worker.py"
@@ -53,7 +59,6 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVA
     1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "loongarch64": 41, "ppc64le": 203, "ppc64": 203,
                   "s390x": 217, "i686": 217, "i386": 217, "armv7l": 218, "armv6l": 218}
-LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 def call(what, result):
@@ -65,9 +70,9 @@ def call(what, result):
 
 
 def mount(source, target, kind, flags, data=None):
-    encode = (lambda text: None if text is None else text.encode())
+    args = [None if text is None else text.encode() for text in (source, target, kind)]
     call(f"mount {kind or source} on {target}",
-         LIBC.mount(encode(source), encode(target), encode(kind), ctypes.c_ulong(flags), encode(data)))
+         LIBC.mount(*args, ctypes.c_ulong(flags), None if data is None else data.encode()))
 
 
 def mapped_libraries():
@@ -167,6 +172,8 @@ def pivot(stage):
 def private_root(worker, scratch_mb):
     """Move this process into its private root: None, or why it could not (then it still
     sees the host's files). A failure after the pivot is raised: the process is unusable."""
+    if LIBC is None:
+        return "ctypes is not available to this interpreter"
     try:
         call("unshare(CLONE_NEWNS)", LIBC.unshare(CLONE_NEWNS))
         mount(None, "/", None, MS_REC | MS_PRIVATE)
@@ -185,7 +192,7 @@ def main():
     asked, ready = json.loads(sys.argv[1]), int(sys.argv[2])
     worker, worker_args = sys.argv[3], sys.argv[4:]
     python = os.path.realpath(sys.executable)  # resolved before the pivot: the root has no symlink to it
-    subreaper = asked["subreaper"] and LIBC.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    subreaper = asked["subreaper"] and LIBC is not None and LIBC.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
     why = private_root(worker, asked["scratch_mb"]) if asked["root"] else "not asked (evalkit is not root)"
     if why is None:
         worker = WORKER_PATH
