@@ -112,17 +112,45 @@ REJECTED = "samples.rejected.jsonl"
 REPAIR_HINT = f"rerun with --repair to set it aside in {REJECTED} and sample it again"
 
 
+def sample_problem(record: dict) -> str | None:
+    """What is wrong with a samples.jsonl record (DESIGN.md's fields), or None."""
+    from evalkit.tasks.base import OUTCOMES
+
+    if not isinstance(record.get("problem_id"), str):
+        return "no problem_id"
+    index = record.get("sample_index")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        return "no sample_index"
+    if record.get("outcome") not in OUTCOMES:
+        return f"outcome {record.get('outcome')!r} is not one of {', '.join(OUTCOMES)}"
+    return None
+
+
 def read_samples(path: Path, *, hint: str = REPAIR_HINT) -> list[dict]:
-    """Complete lines of a samples file; a torn last line is ignored, a corrupt complete line is a
-    UsageError naming it (`evalkit passk --repair` sets such lines aside and resamples them)."""
-    good, bad = split_lines(path)
+    """Complete lines of a samples file; a torn last line is ignored, a corrupt complete line (not
+    a JSON record, or one without problem_id, sample_index or a known outcome) is a UsageError
+    naming it (`evalkit passk --repair` sets such lines aside and resamples them)."""
+    return read_records(path, hint=hint, check=sample_problem)
+
+
+def read_records(path: Path, *, hint: str, check=None) -> list[dict]:
+    """Complete lines of an append-only JSONL log; a torn last line is ignored, a corrupt complete
+    line (not a JSON object, or one `check` finds a reason against) is a UsageError naming it."""
+    good, bad = split_lines(path, check=check)
     if bad:
-        raise UsageError(f"{path}:{bad[0][0]}: corrupt line (not a JSON record); {hint}")
+        number, raw = bad[0]
+        why = "not a JSON record"
+        try:
+            why = (check(json.loads(raw)) if check else None) or why
+        except (ValueError, AttributeError):
+            pass
+        raise UsageError(f"{path}:{number}: corrupt line ({why}); {hint}")
     return [record for _, record in good]
 
 
-def split_lines(path: Path) -> tuple[list, list]:
-    """([(line number, record)], [(line number, raw bytes)]) of the complete lines of a JSONL file."""
+def split_lines(path: Path, check=None) -> tuple[list, list]:
+    """([(line number, record)], [(line number, raw bytes)]) of the complete lines of a JSONL file;
+    `check(record)`: a reason a record is bad (then it is listed with the raw lines), or None."""
     good, bad = [], []
     if not Path(path).exists():
         return good, bad
@@ -132,7 +160,7 @@ def split_lines(path: Path) -> tuple[list, list]:
                 break  # torn by a crash mid-write
             try:
                 record = json.loads(raw)
-                if not isinstance(record, dict):
+                if not isinstance(record, dict) or (check is not None and check(record)):
                     raise ValueError
                 good.append((number, record))
             except ValueError:

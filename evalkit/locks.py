@@ -71,7 +71,11 @@ class FolderLock:
 def _acquire(path: Path, folder: Path):
     import fcntl
 
-    fh = open(path, "a+", encoding="utf-8")
+    try:
+        fh = open(path, "a+", encoding="utf-8")
+    except OSError as exc:  # a folder, a dangling link, no permission
+        raise UsageError(f"{path}: cannot be opened as evalkit's lock file ({exc.strerror}); remove it if no "
+                         "evalkit process is writing this folder, or use another --out") from None
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

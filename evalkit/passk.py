@@ -23,8 +23,9 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from evalkit.chunks import LocalChunks, chunk_problems, cpu_threads
+from evalkit.errors import UsageError
 from evalkit.options import PasskOptions, check_device
-from evalkit.rundir import RunDir, check_writable
+from evalkit.rundir import SAMPLES, RunDir, check_writable
 
 __all__ = ["PasskOptions", "run_passk", "summarize", "voting_summary", "pick_executor"]
 
@@ -102,7 +103,12 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
 def _sample_missing(ex, grader, run: RunDir, chunks: list, n: int, progress: Callable | None) -> int:
     """Sample the chunks that miss samples, grade them, append what is missing; returns the
     number of tokens generated."""
-    done = {(r["problem_id"], r["sample_index"]) for r in run.samples()}
+    stored = run.samples()
+    known = {p.id for part in chunks for p in part}
+    if stray := next((r for r in stored if r["problem_id"] not in known), None):
+        raise UsageError(f"{run.path / SAMPLES}: holds a sample of problem {stray['problem_id']!r}, which this "
+                         "task does not have; the folder belongs to another task: use another --out")
+    done = {(r["problem_id"], r["sample_index"]) for r in stored}
     total, tokens = sum(len(part) for part in chunks) * n, 0
     if progress:
         progress(len(done), total, 0)

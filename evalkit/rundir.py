@@ -24,6 +24,7 @@ from evalkit.jsonio import (
     append_jsonl,
     cut_torn_line,
     read_samples,
+    sample_problem,
     split_lines,
     write_atomic,
     write_json_atomic,
@@ -31,7 +32,7 @@ from evalkit.jsonio import (
 from evalkit.locks import LOCK, FolderLock
 from evalkit.records import SCHEMA_VERSION, upgrade
 
-__all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "check_writable", "refuse_if_different"]
+__all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "check_writable", "read_settings", "refuse_if_different"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
 
@@ -73,10 +74,10 @@ class RunDir:
     def _check_or_create(self) -> None:
         stored_path = self.path / SETTINGS
         if stored_path.exists():
-            try:
-                stored = json.loads(stored_path.read_text())
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{stored_path}: unreadable ({exc.msg}); use another --out") from exc
+            stored = read_settings(stored_path)
+            if self._holds_no_work():  # only its settings and empty logs: a failed start, taken over
+                write_json_atomic(stored_path, self.settings)
+                return
             refuse_if_different(self.path, upgrade(stored), self.settings)
             cut_torn_line(self.path / SAMPLES)
             return
@@ -85,9 +86,19 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(stored_path, self.settings)
 
+    def _holds_no_work(self) -> bool:
+        """Nothing but run.json, the lock and empty files: a start that failed before any work
+        (a bad model, a killed start), which another command may take over."""
+        for entry in self.path.iterdir():
+            if entry.name in (SETTINGS, LOCK):
+                continue
+            if not entry.is_file() or entry.stat().st_size > 0:
+                return False
+        return True
+
     def _set_aside_corrupt_lines(self) -> int:
         path = self.path / SAMPLES
-        good, bad = split_lines(path)
+        good, bad = split_lines(path, check=sample_problem)
         if bad:
             with open(self.path / REJECTED, "ab") as fh:
                 fh.writelines(raw for _, raw in bad)
@@ -105,6 +116,22 @@ class RunDir:
         path = self.path / SUMMARY
         write_json_atomic(path, summary)
         return path
+
+
+def read_settings(path: Path) -> dict:
+    """A stored run.json (or summary.json) as a dict, or a UsageError naming the file and the fix."""
+    fix = "move the folder aside and rerun, or use another --out"
+    try:
+        stored = json.loads(Path(path).read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}); {fix}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); {fix}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror}); {fix}") from None
+    if not isinstance(stored, dict):
+        raise UsageError(f"{path}: not a JSON object; {fix}")
+    return stored
 
 
 def refuse_if_different(path: Path, stored: dict, wanted: dict, *, ordered: bool = False) -> None:

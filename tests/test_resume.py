@@ -60,16 +60,29 @@ def test_sigkill_then_resume_matches_uninterrupted(tiny_model, tmp_path):
 def test_torn_last_line_is_cut_on_reopen(tmp_path):
     settings = {"kind": "passk", "x": 1}
     run = RunDir.open(tmp_path / "r", settings)
-    run.append([{"problem_id": "p", "sample_index": 0}])
+    run.append([{"problem_id": "p", "sample_index": 0, "outcome": "correct"}])
     with open(tmp_path / "r" / "samples.jsonl", "ab") as fh:
         fh.write(b'{"problem_id": "p", "sampl')
     assert len(run.samples()) == 1
     run = RunDir.open(tmp_path / "r", settings)
-    run.append([{"problem_id": "p", "sample_index": 1}])
+    run.append([{"problem_id": "p", "sample_index": 1, "outcome": "incorrect"}])
     assert [r["sample_index"] for r in run.samples()] == [0, 1]
 
 
 def test_settings_mismatch_names_the_key(tmp_path):
-    RunDir.open(tmp_path / "r", {"kind": "passk", "seed": 0})
+    run = RunDir.open(tmp_path / "r", {"kind": "passk", "seed": 0})
+    run.append([{"problem_id": "p", "sample_index": 0, "outcome": "correct"}])
+    run.lock.release()
     with pytest.raises(UsageError, match="seed=0"):
         RunDir.open(tmp_path / "r", {"kind": "passk", "seed": 1})
+
+
+def test_a_folder_without_work_is_taken_over_by_another_command(tmp_path):
+    """A start that failed before any work (only run.json and empty logs) does not lock the
+    folder to its settings: the corrected command takes it over."""
+    run = RunDir.open(tmp_path / "r", {"kind": "passk", "seed": 0})
+    (tmp_path / "r" / "samples.jsonl").write_text("")
+    run.lock.release()
+    again = RunDir.open(tmp_path / "r", {"kind": "passk", "seed": 1})
+    assert again.settings["seed"] == 1
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["seed"] == 1

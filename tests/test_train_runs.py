@@ -210,6 +210,7 @@ def test_folder_with_another_run_is_refused(digit_task, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     (out / "run.json").write_text(json.dumps({"kind": "train-grpo"}))
+    (out / "metrics.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5}) + "\n")  # work done
     result = _cli(["es", "--out", str(out), "--model", str(folder), "--task", str(task), "--device", "cpu"])
     assert result.exit_code == 2
     assert "kind" in result.output and "another --out" in result.output

@@ -166,9 +166,9 @@ class MetricsLog:
         self.path = Path(path)
 
     def records(self) -> list[dict]:
-        from evalkit.jsonio import read_samples
+        from evalkit.jsonio import read_records
 
-        return read_samples(self.path, hint="remove it (the steps after the newest checkpoint are redone)")
+        return read_records(self.path, hint="remove it (the steps after the newest checkpoint are redone)")
 
     def keep_through(self, step: int) -> None:
         """Drop lines after `step` (work redone on resume) and any torn line."""
