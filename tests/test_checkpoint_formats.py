@@ -5,13 +5,13 @@ import json
 import os
 
 import pytest
+from helpers import formats
 from typer.testing import CliRunner
 
 from evalkit.checkpoints import open_checkpoint
 from evalkit.diff import DiffOptions, diff_checkpoints
 from evalkit.errors import UsageError
 from evalkit.jsonio import plain_json
-from helpers import formats
 
 FIGURES = ("updates", "tensors_compared", "missing", "extra", "mismatched", "skipped", "overlap")
 
