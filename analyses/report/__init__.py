@@ -7,7 +7,7 @@
 
 Sections, each present only when its data was given: summary (always: only
 differences whose interval excludes 0), problems (inputs that could not be
-used), passk, coverage (two or more runs of one task sharing problems),
+used), passk, voting (pass^k, maj@k, G-Pass@k beside pass@k), coverage (two or more runs of one task sharing problems),
 graders (`evalkit regrade --compare`'s disagreement tables), entropy, weights, forgetting, length, groups, inputs (always). See
 inputs.py for how inputs are recognised, document.py for the files written.
 
@@ -38,10 +38,11 @@ from analyses.report.passk_sections import (
 )
 from analyses.report.sample_sections import entropy_section, groups_section, length_section
 from analyses.report.token_sections import tokens_section, traces_section
+from analyses.report.voting_sections import voting_section
 
 __all__ = ["ReportResult", "build_report", "build_sections", "SECTION_ORDER"]
 
-SECTION_ORDER = ("summary", "problems", "passk", "coverage", "graders", "entropy", "weights", "forgetting",
+SECTION_ORDER = ("summary", "problems", "passk", "voting", "coverage", "graders", "entropy", "weights", "forgetting",
                  "length", "groups", "traces", "tokens", "inputs")
 GUARDED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError)
 
@@ -96,6 +97,7 @@ def build_sections(found: Found) -> list[Section]:
     comparisons = _guard(found, "passk comparisons", lambda: compare_runs(runs, labels)) or []
     builders = {
         "passk": lambda: passk_section(runs, labels, comparisons) if runs else None,
+        "voting": lambda: voting_section(runs, labels),
         "coverage": lambda: coverage_section(comparisons) if comparisons else None,
         "graders": lambda: graders_section(found.of("grader-compare")),
         "entropy": lambda: entropy_section(runs, labels, found.of("entropy"), found.trainers),

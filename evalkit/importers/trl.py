@@ -1,0 +1,70 @@
+"""`trl`: TRL GRPOTrainer's completion logs, `completions/completions_<step>.parquet`.
+
+    evalkit import trl out/grpo/completions/ --out runs/trl-last --task hf:openai/gsm8k:main:test --tokenizer out/grpo
+    evalkit import trl out/grpo/completions/completions_00050.parquet --out runs/trl-50 --task arith --keep-grades
+
+Writer: huggingface/trl `trl/trainer/grpo_trainer.py` `log` (with `log_completions=True`):
+`pd.DataFrame({"step", "prompt", "completion", **rewards (one column per reward function,
+named by it), **extra, "advantage"})` written to `<output_dir>/completions/completions_
+{global_step:05d}.parquet`. `prompt` is the rendered prompt text. A group is the rows of one
+prompt. The file holds no gold answers (the dataset's columns are not logged): give `--task`
+(matched by the prompt text), or `--gold-field` when a logged extra column holds them. The kept
+grade is `--correct-field` (a reward column; the only one when there is one): >= 1 is correct,
+NaN (the reward function returned None) is an error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.importers.base import Imported, ImportOptions, read_parquet
+
+__all__ = ["read"]
+
+FMT = "TRL completions"
+FIXED = ("step", "prompt", "completion", "advantage")
+
+
+def _step_file(path: Path, step: int | None) -> Path:
+    if path.is_file():
+        return path
+    folder = path / "completions" if (path / "completions").is_dir() else path
+    steps = {int(p.stem.removeprefix("completions_")): p for p in folder.glob("completions_*.parquet")
+             if p.stem.removeprefix("completions_").isdigit()}
+    if not steps:
+        raise UsageError(f"{path}: no completions_<step>.parquet of TRL in the folder")
+    if step is None:
+        return steps[max(steps)]
+    if step not in steps:
+        raise UsageError(f"--step {step}: no completions_{step:05d}.parquet in {folder}")
+    return steps[step]
+
+
+def read(path: Path, opts: ImportOptions) -> Imported:
+    path = _step_file(path, opts.step)
+    frame = read_parquet(path, FMT)
+    for column in FIXED:
+        if column not in frame.columns:
+            raise UsageError(f"{path}: no column {column!r}; not a {FMT} file?")
+    candidates = [c for c in frame.columns if c not in FIXED and str(frame[c].dtype).startswith(("float", "int"))]
+    grade = opts.correct_field or (candidates[0] if len(candidates) == 1 else None)
+    for name in (grade, opts.gold_field):
+        if name is not None and name not in frame.columns:
+            raise UsageError(f"{path}: no column {name!r}; columns are {', '.join(map(str, frame.columns))}")
+    problems, samples = {}, []
+    steps = sorted(set(frame["step"].tolist()))
+    for row in frame.to_dict("records"):
+        prompt = str(row["prompt"])
+        gold = row.get(opts.gold_field) if opts.gold_field else None
+        problems.setdefault(prompt, {"question": prompt, "gold": gold})
+        sample = {"problem": prompt, "completion": str(row["completion"])}
+        if grade is not None:
+            sample["score"] = row[grade]
+        samples.append(sample)
+    why = (f"{path}: several reward columns ({', '.join(candidates)}); name the one that grades correctness with "
+           "--correct-field" if len(candidates) > 1 else f"{path}: no reward column to keep: use --regrade")
+    mapping = {"problem": "prompt (a GRPO group)", "completion": "completion", "gold": opts.gold_field or "--task",
+               "grade": grade, "reward_columns": candidates}
+    return Imported("trl", f"trl-step{steps[0]}" if len(steps) == 1 else "trl", (path,), problems, samples, mapping,
+                    grade, why, notes={"steps": steps})

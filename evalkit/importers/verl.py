@@ -1,0 +1,102 @@
+"""`verl`: verl's rollout / validation dumps (`<step>.jsonl`) and main_generation's parquet.
+
+    evalkit import verl checkpoints/val_generations/ --out runs/verl-val      # the last step's dump
+    evalkit import verl val_generations/120.jsonl --out runs/verl-120 --tokenizer Qwen/Qwen2.5-1.5B
+    evalkit import verl gen/test_output.parquet --out runs/verl-gen --regrade
+
+Dumps: volcengine/verl `verl/trainer/ppo/ray_trainer.py` `_dump_generations` writes
+`<dump_path>/<global_steps>.jsonl`, one line per completion: `input` (the decoded prompt),
+`output`, `gts` (reward_model.ground_truth), `score` (the summed token-level reward), `step`,
+and every reward extra key of the same length (e.g. `acc` and `pred` of
+`verl/utils/reward_score/math_dapo.py`). There is no group id: completions are grouped by
+`input`. The kept grade is `acc` where the dump has it, else `score` (>= 1 correct: verl's
+rule-based scorers give 1.0 for a right answer); `pred` is the extracted answer.
+main_generation: `verl/trainer/main_generation.py` writes the input dataset's columns plus
+`responses` (a list of n_samples strings per row) with `dataset.to_parquet`; the prompt is the
+dataset's chat list (`prompt`, verl's data format), the gold `reward_model.ground_truth`, the
+id `extra_info.index` (else the row). It has no grades: they are regraded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalkit.errors import UsageError
+from evalkit.importers.base import (
+    Imported,
+    ImportOptions,
+    last_user_text,
+    need,
+    read_json_lines,
+    read_parquet,
+)
+
+__all__ = ["read"]
+
+FMT = "verl dump"
+
+
+def read(path: Path, opts: ImportOptions) -> Imported:
+    if path.suffix.lower() == ".parquet":
+        return _generation(path)
+    return _dump(_step_file(path, opts.step), opts)
+
+
+def _step_file(path: Path, step: int | None) -> Path:
+    if path.is_file():
+        return path
+    steps = {int(p.stem): p for p in path.glob("*.jsonl") if p.stem.isdigit()}
+    if not steps:
+        raise UsageError(f"{path}: no <step>.jsonl dumps of verl in the folder")
+    if step is None:
+        return steps[max(steps)]
+    if step not in steps:
+        raise UsageError(f"--step {step}: no {step}.jsonl in {path} (steps: {', '.join(map(str, sorted(steps)))})")
+    return steps[step]
+
+
+def _dump(path: Path, opts: ImportOptions) -> Imported:
+    problems, samples, steps = {}, [], set()
+    lines = read_json_lines(path, FMT)
+    has_acc = all(isinstance(r, dict) and "acc" in r for _, r in lines)
+    for number, record in lines:
+        where = f"{path}:{number}"
+        prompt, output = need(record, "input", where, FMT), need(record, "output", where, FMT)
+        gold, score = need(record, "gts", where, FMT), need(record, "score", where, FMT)
+        steps.add(need(record, "step", where, FMT))
+        info = problems.setdefault(prompt, {"question": prompt, "gold": gold})
+        if info["gold"] != gold:
+            raise UsageError(f"{where}: the same input has another gts ({str(gold)[:30]!r}, "
+                             f"before {str(info['gold'])[:30]!r})")
+        sample = {"problem": prompt, "completion": str(output), "score": record["acc"] if has_acc else score}
+        if isinstance(record.get("pred"), str):
+            sample["extracted"] = record["pred"]
+        samples.append(sample)
+    if len(steps) > 1:
+        raise UsageError(f"{path}: holds steps {sorted(steps)[:4]}; one dump file is one step")
+    grade = "acc" if has_acc else "score"
+    mapping = {"problem": "input (grouped: no group id in the dump)", "gold": "gts", "completion": "output",
+               "grade": f"{grade} (>= 1 or true is correct)", "extracted": "pred (when present)"}
+    return Imported("verl", f"verl-step{next(iter(steps))}", (path,), problems, samples, mapping, grade,
+                    notes={"step": next(iter(steps))})
+
+
+def _generation(path: Path) -> Imported:
+    frame = read_parquet(path, "verl main_generation")
+    if "responses" not in frame.columns:
+        raise UsageError(f"{path}: no column 'responses'; not a verl main_generation output?")
+    problems, samples = {}, []
+    for i, row in enumerate(frame.to_dict("records")):
+        extra = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
+        key = str(extra.get("index", i))
+        reward = row.get("reward_model") if isinstance(row.get("reward_model"), dict) else {}
+        prompt = row.get("prompt")
+        question = last_user_text(prompt.tolist() if hasattr(prompt, "tolist") else prompt)
+        problems[key] = {"question": question, "gold": reward.get("ground_truth")}
+        responses = row["responses"]
+        for j, text in enumerate(responses.tolist() if hasattr(responses, "tolist") else responses):
+            samples.append({"problem": key, "completion": str(text), "index": j})
+    mapping = {"problem": "extra_info.index (else the row)", "question": "the last user turn of prompt",
+               "gold": "reward_model.ground_truth", "completion": "responses[j]", "grade": None}
+    return Imported("verl", path.stem, (path,), problems, samples, mapping, None,
+                    f"{path}: main_generation output has no grades: use --regrade")
