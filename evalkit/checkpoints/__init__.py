@@ -50,7 +50,7 @@ from evalkit.errors import UsageError
 
 __all__ = ["FORMATS", "Checkpoint", "TensorEntry", "ChunkReader", "TensorCache", "DTYPES", "FLOATS",
            "CASTS", "open_checkpoint", "detect_format", "split_adapter", "config_dir", "state_dict",
-           "checkpoint_files", "read_bits", "to_values", "cast_bits", "value_dtype", "module_kind",
+           "checkpoint_files", "weights_folder", "read_bits", "to_values", "cast_bits", "value_dtype", "module_kind",
            "layer_index"]
 
 FORMATS = ("auto", "safetensors", "bin", "dcp", "verl", "deepspeed", "lora")
@@ -94,7 +94,7 @@ def _local(arg: str) -> Path:
     """A local path as given, else whatever `resolve_model` makes of the name."""
     path = Path(arg).expanduser()
     if path.exists():
-        return _nested(path)
+        return weights_folder(path)
     from evalkit.models import resolve_model
 
     ref = resolve_model(arg)
@@ -103,7 +103,7 @@ def _local(arg: str) -> Path:
     return Path(ref.path)
 
 
-def _nested(path: Path) -> Path:
+def weights_folder(path: Path) -> Path:
     """verl's global_step_N/ (weights in actor/) and accelerate's output folder (in
     pytorch_model_fsdp_0/) are opened at the folder holding the weights."""
     if path.is_dir() and not any(path.glob("*.safetensors")) and not (path / "adapter_config.json").is_file():
