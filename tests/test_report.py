@@ -25,7 +25,7 @@ from evalkit.cli_report import report
 from evalkit.errors import handle_errors
 
 ALL = ("broad", "sharp", "arith", "train", "diff", "diff3", "samples", "groups", "forgetting")
-RUN_SECTIONS = {"summary", "passk", "coverage", "entropy", "length", "groups", "inputs"}
+RUN_SECTIONS = {"summary", "passk", "voting", "coverage", "entropy", "length", "groups", "inputs"}
 
 app = typer.Typer()
 app.command()(handle_errors(report))
@@ -64,7 +64,7 @@ def test_sections_present_exactly_when_their_data_is(inputs, tmp_path, given, ex
 
 def test_everything_gives_every_section(everything):
     result, out = everything
-    assert result.sections == ("summary", "passk", "coverage", "entropy", "weights", "forgetting",
+    assert result.sections == ("summary", "passk", "voting", "coverage", "entropy", "weights", "forgetting",
                                "length", "groups", "inputs")
     assert _html_sections(out) == list(result.sections) and not result.problems
     inputs = pd.read_csv(out / "tables" / "inputs.csv")
