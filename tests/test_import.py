@@ -84,7 +84,7 @@ def write_lm_eval(root: Path) -> tuple[Path, list]:
     path = folder / "samples_gsm8k_2025-01-01T00-00-00.000000.jsonl"
     with open(path, "w") as fh:
         for filt in ("flexible-extract", "strict-match"):
-            for i, (pid, question, gold, correct, count) in enumerate(PROBLEMS):
+            for i, (_pid, question, gold, correct, count) in enumerate(PROBLEMS):
                 rows = completions(gold, correct, count)
                 line = lm_eval_line(i, question, gold, [r[0] for r in rows], [r[2] for r in rows], filt,
                                     float(rows[0][1]))
@@ -97,7 +97,7 @@ def write_lm_eval_single(root: Path) -> tuple[Path, list]:
     """repeats=1: one completion per document, the metric is its grade."""
     path = root / "samples_arith_2025.jsonl"
     with open(path, "w") as fh:
-        for i, (pid, question, gold, j, text, ok, answer) in enumerate(each_sample()):
+        for i, (_pid, question, gold, j, text, ok, answer) in enumerate(each_sample()):
             line = lm_eval_line(i, f"{question} (copy {j})", gold, [text], [answer], "none", float(ok))
             fh.write(json.dumps(line) + "\n")
     return path, []
@@ -122,7 +122,7 @@ def write_lighteval(root: Path) -> tuple[Path, list]:
 
 
 def verl_lines(step: int):
-    for pid, question, gold, _, text, ok, answer in each_sample():
+    for _pid, question, gold, _, text, ok, answer in each_sample():
         yield {"input": f"user\n{question}\nassistant\n", "output": text, "gts": gold, "score": 1.0 if ok else -1.0,
                "step": step, "acc": ok, "pred": answer}
 
@@ -139,7 +139,7 @@ def write_verl_generation(root: Path) -> tuple[Path, list]:
     import pandas as pd
 
     rows = []
-    for i, (pid, question, gold, correct, count) in enumerate(PROBLEMS):
+    for i, (_pid, question, gold, correct, count) in enumerate(PROBLEMS):
         rows.append({"data_source": "arith", "prompt": [{"role": "user", "content": question}], "ability": "math",
                      "reward_model": {"style": "rule", "ground_truth": gold},
                      "extra_info": {"index": i, "split": "test"},
@@ -170,7 +170,7 @@ def write_opencompass(root: Path) -> tuple[Path, list]:
     folder = root / "predictions" / "my-model"
     folder.mkdir(parents=True)
     size, data = len(OC_PROBLEMS), {}
-    for i, (pid, question, gold, correct, count) in enumerate(OC_PROBLEMS):
+    for i, (_pid, question, gold, correct, count) in enumerate(OC_PROBLEMS):
         for copy, (text, _, _) in enumerate(completions(gold, correct, count)):
             data[str(copy * size + i)] = {"origin_prompt": [{"role": "HUMAN", "prompt": question}],
                                           "prediction": text, "gold": gold}
@@ -183,7 +183,7 @@ def write_evalscope(root: Path) -> tuple[Path, list]:
     folder = root / "reviews" / "my-model"
     folder.mkdir(parents=True)
     lines = []
-    for group, (pid, question, gold, correct, count) in enumerate(PROBLEMS):
+    for group, (_pid, question, gold, correct, count) in enumerate(PROBLEMS):
         for j, (text, ok, answer) in enumerate(completions(gold, correct, count)):
             lines.append({"index": group * 8 + j, "target": gold,
                           "messages": [{"id": "a1", "content": question, "source": "input", "role": "user"},
@@ -202,7 +202,7 @@ def write_evalscope(root: Path) -> tuple[Path, list]:
 def write_vllm(root: Path) -> tuple[Path, list]:
     path = root / "outputs.jsonl"
     with open(path, "w") as fh:
-        for i, (pid, question, gold, correct, count) in enumerate(PROBLEMS):
+        for i, (_pid, question, gold, correct, count) in enumerate(PROBLEMS):
             rows = completions(gold, correct, count)
             outputs = [{"index": j, "text": t, "token_ids": list(range(len(t))), "cumulative_logprob": -3.5,
                         "logprobs": None, "finish_reason": "stop", "stop_reason": None} for j, (t, _, _) in enumerate(rows)]
@@ -299,7 +299,7 @@ def test_maj_at_k_of_an_import_is_the_exact_vote(tmp_path, tiny_model):
     path, extra = write_jsonl(tmp_path)
     summary, _ = do_import("jsonl", path, tmp_path / "run", extra, tiny_model, "--regrade")
     per_problem = []
-    for pid, _, gold, correct, count in PROBLEMS:
+    for _pid, _, gold, correct, count in PROBLEMS:
         labels = [r[2] for r in completions(gold, correct, count)]
         row = {}
         for k in KS:
