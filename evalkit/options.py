@@ -38,11 +38,13 @@ BACKENDS = ("hf", "vllm")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-RULES = ("min", "max", "above", "below", "choices", "each", "name", "note")
+RULES = ("min", "max", "above", "below", "zero_or_min", "choices", "each", "name", "note")
+MIN_TEMPERATURE = 1e-3  # below it sampling is greedy in all but name, and logits / T overflow near 1e-38
 
 
 def option(default: Any, help: str, *, identity: bool = True, **rules: Any) -> Field:  # noqa: A002
-    """A field with its rules: `min`/`max` inclusive, `above`/`below` exclusive, `choices`,
+    """A field with its rules: `min`/`max` inclusive, `above`/`below` exclusive, `zero_or_min`
+    (0, or at least this), `choices`,
     `each` (rules for every element of a tuple), `name` (how the CLI and a study file spell it,
     when not the field's name: `ks` is `--k`), `note` (appended to a refusal). `identity`
     False: how the work is spread or reported, not what it computes."""
@@ -170,6 +172,8 @@ def _broken_rule(value: Any, rules: dict) -> str | None:
                                  ("above", lambda v, b: v > b, ">"), ("below", lambda v, b: v < b, "<")):
             if key in rules and not test(value, rules[key]):
                 return f"must be {words} {rules[key]:g}"
+        if "zero_or_min" in rules and value != 0 and value < rules["zero_or_min"]:
+            return f"must be 0 or at least {rules['zero_or_min']:g}"
     return None
 
 
@@ -222,6 +226,10 @@ class ModelOptions(Options):
     dtype: str = option("float32", "float32, bfloat16 or float16 (weights, and checkpoints written).",
                         choices=DTYPES)
     device: str = option("auto", "auto, cpu, cuda, cuda:1 ...")
+
+    def _environment(self) -> None:
+        if why := device_problem(self.device):
+            raise OptionError("device", self.device, why)
 
 
 @dataclass(frozen=True)
@@ -307,6 +315,28 @@ class ScaleOptions(Options):
             raise OptionError("ray_workers", self.ray_workers or self.ray_address, rule.why)
 
 
+def device_problem(device: str) -> str | None:
+    """Why `device` cannot be used on this machine, or None (auto and cpu always can)."""
+    if device in ("auto", "cpu"):
+        return None
+    import torch
+
+    try:
+        chosen = torch.device(device)
+    except (RuntimeError, ValueError):
+        return "not a device: give auto, cpu, cuda or cuda:N"
+    if chosen.type == "cpu":
+        return None
+    if chosen.type != "cuda":
+        return f"device type {chosen.type} is not supported: give auto, cpu, cuda or cuda:N"
+    if not torch.cuda.is_available():
+        return "torch sees no CUDA GPU on this machine: give --device cpu (or auto)"
+    count = torch.cuda.device_count()
+    if chosen.index is not None and chosen.index >= count:
+        return f"this machine has {count} GPU(s): cuda:0 .. cuda:{count - 1}"
+    return None
+
+
 def check_device(backend: str, device: str) -> None:
     """vLLM runs on a GPU: checked once the device is resolved."""
     if backend == "vllm" and not str(device).startswith("cuda"):
@@ -320,9 +350,10 @@ def check_device(backend: str, device: str) -> None:
 class PasskOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
     kind: ClassVar[str] = "passk"
 
-    n: int = option(16, "Samples per problem.", min=1)
+    n: int = option(16, "Samples per problem.", min=1, max=100_000,
+                    note="for more, run again with another --seed and pool the runs")
     ks: tuple[int, ...] = option((1, 2, 4, 8, 16), "Comma-separated k values, each <= n.", each={"min": 1}, name="k")
-    temperature: float = option(1.0, "Sampling temperature; 0 = greedy.", min=0)
+    temperature: float = option(1.0, "Sampling temperature; 0 = greedy.", min=0, zero_or_min=MIN_TEMPERATURE)
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off. top_k is never applied.", above=0, max=1)
     max_new_tokens: int = option(256, "Generation length cap per completion.", min=1)
     seed: int = option(0, "Run seed; every (seed, problem, sample) or (seed, step) gets its own stream.", min=0)
@@ -351,7 +382,7 @@ class PasskOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
 class EntropyOptions(Options):
     fit: bool = option(False, "Fit Cui et al.'s R = -a*exp(H) + b over the runs.")
     temperature: float = option(1.0, "With --samples: temperature of records without one (0 = greedy, entropy at "
-                                "1).", min=0)
+                                "1).", min=0, zero_or_min=MIN_TEMPERATURE)
     batch_tokens: int = option(4096, "With --model: positions per forward pass.", min=1)
 
 

@@ -108,7 +108,10 @@ class FakeLLM:
         return outs
 
 
-def test_passk_with_a_vllm_shaped_engine_labels_entropy_as_a_bound(tiny_model, tmp_path):
+def test_passk_with_a_vllm_shaped_engine_labels_entropy_as_a_bound(tiny_model, tmp_path, monkeypatch):
+    import evalkit.options
+
+    monkeypatch.setattr(evalkit.options, "device_problem", lambda device: None)  # the fake engine needs no GPU
     fake = SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams)
     opts = PasskOptions(model=str(tiny_model), task="arith", n=3, ks=(1, 3), limit=4, max_new_tokens=5,
                         batch_size=6, grader_workers=1, device="cuda")

@@ -107,7 +107,15 @@ def fake_vllm(monkeypatch):
     FakeLLM.instances.clear()
     monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams))
     monkeypatch.setattr(vllm_train, "require_gpu", lambda device: None)
+    _no_gpu_check(monkeypatch)
     return FakeLLM
+
+
+def _no_gpu_check(monkeypatch):
+    """--device cuda passes the options' device check on this CPU machine (evalkit.options)."""
+    import evalkit.options
+
+    monkeypatch.setattr(evalkit.options, "device_problem", lambda device: None)
 
 
 def _opts(model, **kw):
@@ -227,6 +235,7 @@ def test_cpu_device_is_refused_before_the_run_folder(tiny_model, tmp_path, monke
 
 def test_missing_vllm_is_refused_before_the_run_folder(tiny_model, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
+    _no_gpu_check(monkeypatch)
     with pytest.raises(UsageError, match=r"pip install 'evalkit\[vllm\]'"):
         run_grpo(_opts(tiny_model, device="cuda"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
@@ -410,6 +419,7 @@ def test_es_cpu_and_missing_vllm_are_refused_before_the_run_folder(tiny_model, t
     with pytest.raises(UsageError, match="--device cuda"):
         run_es(_es_opts(tiny_model), tmp_path / "a")
     monkeypatch.setitem(sys.modules, "vllm", None)
+    _no_gpu_check(monkeypatch)
     with pytest.raises(UsageError, match=r"pip install 'evalkit\[vllm\]'"):
         run_es(_es_opts(tiny_model, device="cuda"), tmp_path / "b")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from evalkit.errors import UsageError
-from evalkit.options import option
+from evalkit.options import MIN_TEMPERATURE, option
 from evalkit.train.common import TrainOptions
 
 __all__ = ["DistillOptions", "run_distill", "select_tokens", "distill_loss", "SELECT"]
@@ -45,7 +45,7 @@ class DistillOptions(TrainOptions):
     prompts_per_step: int = option(4, "Prompts per step (--samples-per-prompt student samples each).", min=1)
     samples_per_prompt: int = option(4, "Student samples per prompt and step.", min=1)
     lr: float = option(1e-5, "AdamW learning rate (constant).", above=0)
-    temperature: float = option(1.0, "Sampling temperature of the student's samples.", above=0)
+    temperature: float = option(1.0, "Sampling temperature of the student's samples.", min=MIN_TEMPERATURE)
     token_fraction: float = option(1.0, "Share of each sample's tokens supervised, in (0, 1]; 1 = every token.",
                                    above=0, max=1)
     tokens_per_sample: int = option(0, "Supervise this many tokens per sample instead of a fraction (0 = use "

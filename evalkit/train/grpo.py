@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from evalkit.options import option
+from evalkit.options import MIN_TEMPERATURE, option
 from evalkit.train.common import Policy, TrainOptions
 from evalkit.train.guidance import Rollout
 
@@ -73,7 +73,8 @@ class GRPOOptions(TrainOptions):  # backend vllm: groups sampled by a colocated 
     max_grad_norm: float = option(1.0, "Gradient clipping norm.", above=0)
     weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0).", min=0)
     micro_batch: int = option(2, "Sequences per forward/backward (memory, not the result).", min=1)
-    temperature: float = option(1.0, "Sampling temperature of GRPO groups (and of its log-probs, as TRL).", above=0,
+    temperature: float = option(1.0, "Sampling temperature of GRPO groups (and of its log-probs, as TRL).",
+                                min=MIN_TEMPERATURE,
                                 note="groups need different samples")
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off.", above=0, max=1)
     # context for rollouts (evalkit.train.guidance): a weak model's prefixes, hints for all-wrong groups
