@@ -117,3 +117,5 @@ app.command("traces")(handle_errors(traces))
 app.command("tokens")(handle_errors(tokens))
 from evalkit.cli_import import import_samples  # noqa: E402
 app.command("import")(handle_errors(import_samples))
+from evalkit.cli_interpolate import interpolate  # noqa: E402
+app.command("interpolate")(handle_errors(interpolate))

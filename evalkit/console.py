@@ -527,3 +527,23 @@ def _print_context(title: str, rows: list[dict], value: str) -> None:
         context = f"{r['before']}[bold red]{r['token']}[/bold red]{r['after']}".replace("\n", "⏎")
         table.add_row(sig(r[value]), context)
     console.print(table)
+
+
+def print_interpolate(summary: dict, out: Path) -> None:
+    """`evalkit interpolate`: one row per point, then the two barriers."""
+    table = Table(title=f"{summary['models']['A']['name']} -> {summary['models']['B']['name']} ({summary['path']})")
+    plane = summary["path"] == "plane"
+    for col in ("a", "b", "t") if plane else ("t",):
+        table.add_column(col, justify="right")
+    for col in ("accuracy", "loss (nats/token)"):
+        table.add_column(col, justify="right")
+    for p in summary["points"]:
+        where = [num(p["a"], 3), num(p["b"], 3), num(p["t"], 3)] if plane else [num(p["t"], 3)]
+        table.add_row(*where, num(p["accuracy"]), num(p["loss"], 4))
+    console.print(table)
+    for name, label in (("loss", "loss barrier"), ("error", "accuracy barrier (error rate)")):
+        b = summary["barrier"].get(name)
+        if b:
+            console.print(f"{label}: {sig(b['height'])} at t = {num(b['t'], 3)} "
+                          f"[{sig(b['ci_low'])}, {sig(b['ci_high'])}] ({b['confidence']:.0%} bootstrap over problems)")
+    console.print(f"wrote {out / 'interpolate.json'}, {out / 'points.csv'} and points/")
