@@ -9,8 +9,9 @@ Prediction: metrics.groups' unbiased estimator from each problem's n and c.
 Observation: the per-step fraction of groups whose rewards had zero spread,
 logged as `frac_reward_zero_std` (TRL's name) by evalkit's trainer
 (`metrics.jsonl`, one JSON object per line with `step`) and by TRL
-(`trainer_state.json`, `log_history` entries). Keys ending in
-`frac_reward_zero_std` (e.g. `train/frac_reward_zero_std`) are accepted too.
+(`trainer_state.json`, `log_history` entries), or read from TensorBoard event files and verl's
+file logger (evalkit.trainlogs). Keys ending in `frac_reward_zero_std` (e.g.
+`train/frac_reward_zero_std`) are accepted too.
 
 Limits: the prediction is for the checkpoint the run sampled, on the run's
 problems; a training log covers the policy as it moves, on the training
@@ -20,7 +21,6 @@ scores, the prediction only all-correct and all-wrong groups.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,43 +48,21 @@ def _observed(entries: list, source: Path) -> pd.DataFrame:
     return pd.DataFrame(rows).drop_duplicates("step", keep="last").sort_values("step").reset_index(drop=True)
 
 
-def _jsonl_entries(path: Path) -> list:
-    """JSON lines; a torn last line (no newline: a crash mid-write) is ignored."""
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    if not text.endswith("\n"):
-        lines = lines[:-1]
-    entries = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{number}: unreadable training log line ({exc.msg})") from exc
-    return entries
-
-
 def read_train_log(path: Path) -> pd.DataFrame:
-    """step, observed_frac_zero from an evalkit metrics.jsonl, a TRL trainer_state.json,
-    or a folder holding one of them."""
+    """step, observed_frac_zero from an evalkit metrics.jsonl, a TRL trainer_state.json, TensorBoard
+    event files, verl's file-logger JSONL, or a folder holding one of them (evalkit.trainlogs)."""
+    from evalkit.trainlogs import read_training_log
+
     path = Path(path)
-    if path.is_dir():
-        found = [path / n for n in ("metrics.jsonl", "trainer_state.json") if (path / n).is_file()]
-        if not found:
-            raise UsageError(f"{path}: no metrics.jsonl or trainer_state.json in the folder")
-        path = found[0]
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"--train-log {path}: no such file")
     try:
-        if path.suffix == ".jsonl":
-            return _observed(_jsonl_entries(path), path)
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        entries = read_training_log(path)
+    except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--train-log {path}: unreadable ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("log_history"), list):
-        raise UsageError(f"--train-log {path}: expected TRL trainer_state.json with a log_history list")
-    return _observed(data["log_history"], path)
+    except UsageError as exc:
+        raise UsageError(f"--train-log {exc}") from None
+    return _observed(entries, path)
 
 
 def groups_report(

@@ -8,7 +8,9 @@ Each given path is a folder (walked up to MAX_DEPTH levels down) or one of
 the JSON files evalkit writes. What a folder holds is decided by the content
 of the contract files (`summary.json`/`run.json` "kind", `diff.json` and
 `forgetting.json` "kind", `entropy.json`/`length.json`/`groups.json`
-"command"), never by the folder's name. Anything missing, unreadable or
+"command"), never by the folder's name. A folder with none of them but another trainer's
+training log (TensorBoard event files, verl's file logger JSONL, TRL's trainer_state.json;
+evalkit.trainlogs) is read as a trainer's curves. Anything missing, unreadable or
 unrecognised becomes a problem entry (path, why) and the rest goes on.
 """
 
@@ -160,8 +162,27 @@ def _folder(found: Found, folder: Path) -> bool:
     return hit
 
 
+def _foreign_log(found: Found, folder: Path) -> bool:
+    """A training log of another trainer (TensorBoard event files, verl's file logger, TRL's
+    trainer_state.json; evalkit.trainlogs) in a folder holding no evalkit output: a Trainer."""
+    from evalkit.trainlogs import find_training_log, read_training_log
+
+    log = find_training_log(folder)
+    if log is None or log.name == "metrics.jsonl" or (folder.resolve(), "run") in found.seen:
+        return False
+    found.seen.add((folder.resolve(), "run"))
+    try:
+        records = tuple(read_training_log(log))
+    except (UsageError, OSError, ValueError) as exc:
+        found.problems.append((str(log), str(exc)))
+        return True
+    found.trainers.append(Trainer(folder, {"kind": "train-log", "log": str(log)}, records))
+    found.listing.append({"path": str(log), "holds": f"training log ({len(records)} steps)", "what": ""})
+    return True
+
+
 def _walk(found: Found, folder: Path, depth: int) -> bool:
-    hit = _folder(found, folder)
+    hit = _folder(found, folder) or _foreign_log(found, folder)
     if depth >= MAX_DEPTH:
         return hit
     try:

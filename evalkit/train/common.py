@@ -32,6 +32,7 @@ from evalkit.errors import UsageError
 from evalkit.jsonio import write_json_atomic
 from evalkit.options import GradingOptions, ModelOptions, ScaleOptions, TaskOptions, option
 from evalkit.sampling import derive_seed
+from evalkit.trainlogs import REPORT_TO, check_report_to
 
 __all__ = [
     "Policy",
@@ -65,6 +66,9 @@ class TrainOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
     max_new_tokens: int = option(256, "Generation length cap per completion.", min=1)
     seed: int = option(0, "Run seed; every step's prompts, noise and samples derive from (seed, step).", min=0)
     save_every: int = option(10, "Save a checkpoint every K steps (and at the last).", min=1, identity=False)
+    report_to: str = option("none", "Also log each step's scalars to tensorboard (OUT/tensorboard event files), trackio "
+                            "(its local store) or wandb (offline, under OUT); metrics.jsonl is written either way.",
+                            choices=REPORT_TO, identity=False)
 
     @property
     def count(self) -> int:
@@ -80,6 +84,7 @@ class TrainOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
         return {"completions": completions, "tokens": completions * self.max_new_tokens}
 
     def _environment(self) -> None:
+        check_report_to(self.report_to)  # a missing logger package: one line, before any folder is made
         if self.backend == "vllm":  # vLLM installed and a GPU, before any folder is made
             from evalkit.models import resolve_device
             from evalkit.train.vllm import check_vllm_backend
@@ -160,10 +165,13 @@ def save_checkpoint(model, tokenizer, out: Path, step: int, state: dict, *, opti
 
 
 class MetricsLog:
-    """`metrics.jsonl`: one JSON line per step, appended with a single write."""
+    """`metrics.jsonl`: one JSON line per step, appended with a single write; with `report_to`
+    (evalkit.trainlogs) each appended record's scalars also go to that logger."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, report_to: str = "none"):
         self.path = Path(path)
+        self.report_to = report_to
+        self._logger = None
 
     def records(self) -> list[dict]:
         from evalkit.jsonio import read_records
@@ -181,6 +189,11 @@ class MetricsLog:
         from evalkit.jsonio import append_jsonl
 
         append_jsonl(self.path, [record])
+        if self.report_to != "none":
+            from evalkit.trainlogs import ScalarLogger
+
+            self._logger = self._logger or ScalarLogger(self.report_to, self.path.parent)
+            self._logger.log(record)
 
 
 def load_training_task(name: str, size: int, seed: int, config: str | dict):
@@ -262,7 +275,7 @@ def start_run(out: Path, kind: str, opts) -> Start:
     run, ref, ckpt = open_run(out, kind, opts, task)
     sweep_partial_checkpoints(out)
     step = ckpt.step if ckpt else 0
-    log = MetricsLog(Path(out) / "metrics.jsonl")
+    log = MetricsLog(Path(out) / "metrics.jsonl", opts.report_to)
     log.keep_through(step)
     source = ModelRef(ref.name, str(ckpt.path)) if ckpt else ref
     return Start(run, task, ref, source, ckpt, step, log, device)
