@@ -7,12 +7,12 @@
   stored in an integer or bool dtype is refused (unless config.json declares a quantization),
   with what its values read as: a float32 layernorm weight whose header says I32 reads as
   integers near 1.07e9, which is how a lying header with the same bytes shows;
-- plausibility: norm and embedding weights whose values are implausible for their role
-  (|w| > 1e4, or every nonzero |w| < 1e-30: float bits of small integers) are refused;
+- plausibility: norm weights whose values are implausible for their role (|w| > 1e6, or
+  every nonzero |w| < 1e-30: the float bits of small integers) are refused;
 - config: with the checkpoint's own config.json, the shapes of embeddings, q/k/v/o, MLP and
   norm weights against its hidden_size, vocab_size, head counts, head_dim and
   intermediate_size, and layer indices against num_hidden_layers.
-Only small reads: up to 64K values of each norm and embedding weight.
+Only small reads: up to 64K values of each norm weight (and of an integer-typed float role).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def check_tensors(tensors: dict[str, TensorEntry], config: dict | None, where) -
             if kind in FLOAT_ROLES and name.endswith((".weight", ".bias")):
                 if entry.dtype not in FLOATS and not quantized:
                     raise _wrong_dtype(reader, entry, kind)
-                if kind in ("norm", "embedding") and entry.dtype in FLOATS and entry.numel and entry.source is None:
+                if kind == "norm" and entry.dtype in FLOATS and entry.numel and entry.source is None:
                     _plausible(reader, entry, kind)
             if config:
                 _against_config(entry, kind, config, where)
@@ -86,7 +86,7 @@ def _plausible(reader, entry: TensorEntry, kind: str) -> None:
     finite = values[np.isfinite(values)]
     nonzero = finite[finite > 0]
     top = float(finite.max()) if finite.size else 0.0
-    if top > 1e4 or (nonzero.size and float(nonzero.max()) < 1e-30):
+    if top > 1e6 or (nonzero.size >= 8 and float(nonzero.max()) < 1e-30):
         raise bad(entry.file, f"tensor {entry.name!r} ({entry.dtype}): values up to {top:.3g}, implausible for a "
                               f"{kind} weight; is the header's dtype right?")
 
