@@ -100,6 +100,12 @@ def read_jsonl(path: Path) -> list[tuple[int, dict]]:
                     raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
                 if not isinstance(record, dict):
                     raise UsageError(f"{path}:{lineno}: expected a JSON object")
+                if "\\ud" in line.lower():  # an escaped surrogate: valid JSON, but a lone one is no text
+                    try:
+                        json.dumps(record, ensure_ascii=False).encode("utf-8")
+                    except UnicodeEncodeError as exc:
+                        raise UsageError(f"{path}:{lineno}: holds a lone surrogate ({exc.object[exc.start:exc.end]!a}), "
+                                         "which is not text; fix the line") from None
                 records.append((lineno, record))
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc

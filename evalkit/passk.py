@@ -58,7 +58,7 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     """
     from evalkit.grading import Grader
     from evalkit.models import identity, resolve_device, resolve_model
-    from evalkit.sampling import render_prompt
+    from evalkit.sampling import check_context, context_length, render_prompt
     from evalkit.tasks import grader_version, load_task
 
     opts.validate()
@@ -74,6 +74,7 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     check_device(opts.backend, device)
     ex = executor(ref, opts, device)  # fails before out is touched
     try:
+        check_context(ex.tokenizer, problems, opts.max_new_tokens, context_length(ref))
         settings = {
             "kind": "passk",
             "model": model_identity,

@@ -96,6 +96,38 @@ def render_prompt(tokenizer, user_text: str) -> str:
     return user_text
 
 
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length")
+
+
+def context_length(ref) -> int | None:
+    """The positions a checkpoint's model can attend over (its config.json), or None if unknown."""
+    import json
+    from pathlib import Path
+
+    folder = Path(getattr(ref, "config_dir", None) or ref.path)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    config = config.get("text_config", config) if isinstance(config, dict) else {}
+    return next((int(config[k]) for k in CONTEXT_KEYS if isinstance(config.get(k), int)), None)
+
+
+def check_context(tokenizer, problems, max_new_tokens: int, context: int | None) -> None:
+    """Refuse, before any sampling, a problem whose rendered prompt plus `max_new_tokens` does
+    not fit the model's context: one line naming it and the lengths."""
+    if not context:
+        return
+    for problem in problems:
+        length = len(tokenizer(render_prompt(tokenizer, problem.prompt), add_special_tokens=False)["input_ids"])
+        if length + max_new_tokens > context:
+            from evalkit.errors import UsageError
+
+            raise UsageError(f"problem {problem.id!r}: its prompt is {length} tokens, and with --max-new-tokens "
+                             f"{max_new_tokens} it exceeds the model's context of {context} positions; lower "
+                             "--max-new-tokens or leave the problem out")
+
+
 def sample_texts(model, tokenizer, texts: Sequence[str], ids: Sequence[str], cfg: SamplingConfig, *,
                  stop_ids: Sequence[int], rendered: bool = False) -> list[Sample]:
     """cfg.n samples of each user text, rendered with the chat template first (unless

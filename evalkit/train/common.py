@@ -330,7 +330,13 @@ def gradient_run(opts, out: Path, kind: str, steps: int, prepare, *, progress=No
     if at.ckpt:
         if not (at.ckpt.path / "optimizer.pt").is_file():
             raise UsageError(f"{at.ckpt.path}: no optimizer.pt, so the run cannot resume exactly; use another --out")
-        optimizer.load_state_dict(torch.load(at.ckpt.path / "optimizer.pt", map_location=at.device))
+        saved = at.ckpt.path / "optimizer.pt"
+        try:
+            optimizer.load_state_dict(torch.load(saved, map_location=at.device, weights_only=True))
+        except Exception as exc:  # a truncated or foreign file: torch raises many types
+            raise UsageError(f"{saved}: cannot be read ({type(exc).__name__}: truncated?); only the newest "
+                             "checkpoint keeps the optimizer, so the run cannot resume exactly: use another --out "
+                             "(the checkpoints stay usable as models)") from None
     stop = stop_token_ids(model, tokenizer)
     with contextlib.ExitStack() as cleanup, \
             Grader(at.task.spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
