@@ -50,6 +50,13 @@ def test_endpoints_equal_passk_on_a_and_b(tiny_model, trained, tmp_path):
     _cli("interpolate", tiny_model, trained, *SAMPLING, "--points", "3", "--out", tmp_path / "i")
     again = json.loads((tmp_path / "i" / "interpolate.json").read_text())
     assert again["points"] == json.loads(before)["points"]
+    # the report's section and figure
+    from analyses.report import build_report
+
+    report = build_report([tmp_path / "i"], tmp_path / "report")
+    assert "interpolation" in report.sections
+    assert (tmp_path / "report" / "figures" / "interpolation_0.png").is_file()
+    assert "Between two checkpoints" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_a_model_with_itself_has_no_barrier(tiny_model, tmp_path):

@@ -26,6 +26,7 @@ import pandas as pd
 from analyses.report.document import Section, Table, document_files
 from analyses.report.grader_sections import graders_section
 from analyses.report.inputs import Found, discover
+from analyses.report.interpolate_sections import interpolate_section
 from analyses.report.model_sections import forgetting_findings, forgetting_section, weights_section
 from analyses.report.passk_sections import (
     CONFIDENCE,
@@ -43,7 +44,7 @@ from analyses.report.voting_sections import voting_section
 __all__ = ["ReportResult", "build_report", "build_sections", "SECTION_ORDER"]
 
 SECTION_ORDER = ("summary", "problems", "passk", "voting", "coverage", "graders", "entropy", "weights", "forgetting",
-                 "length", "groups", "traces", "tokens", "inputs")
+                 "length", "groups", "traces", "tokens", "interpolation", "inputs")
 GUARDED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError)
 
 
@@ -107,6 +108,7 @@ def build_sections(found: Found) -> list[Section]:
         "groups": lambda: groups_section(runs, labels, found.of("groups"), found.trainers),
         "traces": lambda: traces_section(found.of("traces")),
         "tokens": lambda: tokens_section(found.of("tokens")),
+        "interpolation": lambda: interpolate_section(found.of("interpolate")),
     }
     body = [s for key, make in builders.items() if (s := _guard(found, f"{key} section", make))]
     findings = passk_findings(comparisons) + (_guard(

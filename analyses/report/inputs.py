@@ -28,13 +28,15 @@ from evalkit.records import upgrade
 __all__ = ["Found", "Output", "Trainer", "discover", "CONTRACT_FILES", "MAX_DEPTH"]
 
 CONTRACT_FILES = ("summary.json", "run.json", "diff.json", "forgetting.json",
-                  "entropy.json", "length.json", "groups.json", "traces.json", "tokens.json", "grader-compare.json")
+                  "entropy.json", "length.json", "groups.json", "traces.json", "tokens.json", "grader-compare.json",
+                  "interpolate.json")
 MAX_DEPTH = 3
 SAMPLE_COMMANDS = ("entropy", "length", "groups")
 REQUIRED = {  # top-level keys each output needs; "tables.x" is a table inside "tables"
     "diff": ("inputs", "updates", "options"), "forgetting": ("models", "benchmarks"),
     "entropy": ("tables.runs",), "length": ("tables.runs",), "groups": ("tables.sizes",),
     "traces": ("policy", "probability"), "tokens": ("models", "lorenz"), "grader-compare": ("comparisons",),
+    "interpolate": ("models", "points", "barrier"),
 }
 
 
@@ -93,7 +95,8 @@ def _jsonl(path: Path) -> tuple[dict, ...]:
 
 def _kind(data: dict) -> str | None:
     kind = data.get("kind")
-    if isinstance(kind, str) and (kind in ("passk", "diff", "forgetting", "traces", "tokens", "grader-compare")
+    if isinstance(kind, str) and (kind in ("passk", "diff", "forgetting", "traces", "tokens", "grader-compare",
+                                                              "interpolate")
                                   or kind.startswith("train-")):
         return kind
     command = data.get("command")
