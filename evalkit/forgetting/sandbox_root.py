@@ -23,13 +23,16 @@ it exec's the worker, so that the worker and every process it forks see only:
   (nosuid, nodev, noexec), which evalkit empties after every program.
 
 The root itself is a read-only tmpfs; the host's root is detached
-(pivot_root), not only out of sight. It is built in a new mount namespace
-(every mount made private first, so nothing propagates back to the host),
+(pivot_root), not only out of sight. It is built in new mount, network and
+IPC namespaces (every mount made private first, so nothing propagates back
+to the host; the network has only a loopback, down; IPC_LIMITS, set through
+the fresh /proc, let no System V IPC object or POSIX message queue be made),
 on a tmpfs mounted at STAGE; the binds' sources are opened before STAGE is
 covered. It writes one JSON line on <ready fd>: {"root": true}, or
 {"root": false, "why": ...} when not asked or when the kernel refused a step
 before the pivot (the stage is then detached: the worker sees the host's
-files, as without this layer), closes it and exec's the worker with the
+files, as without this layer, though still without network once the
+namespaces were made), closes it and exec's the worker with the
 subreaper flag (1/0) as its last argument. Only the standard library: it runs
 under `-I -S`, as the worker does.
 """
@@ -53,6 +56,8 @@ DEVICE_LINKS = {"/dev/fd": "/proc/self/fd", "/dev/stdin": "/proc/self/fd/0", "/d
                 "/dev/stderr": "/proc/self/fd/2"}
 LIBRARY_ROOTS = ("/lib", "/lib64", "/lib32", "/libx32", "/usr/lib64", "/usr/lib32", "/usr/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache", "/usr/lib/locale")
+# System V shared memory, semaphores and message queues, POSIX message queues: none at all.
+IPC_LIMITS = {"kernel/shmmni": "0", "kernel/msgmni": "0", "kernel/sem": "0 0 0 0", "fs/mqueue/queues_max": "0"}
 PACKAGE_DIRS = ("site-packages", "dist-packages", "python3*/site-packages", "python3*/dist-packages")
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, MNT_DETACH = 0x20000, 0x8000000, 0x40000000, 2
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
@@ -149,6 +154,9 @@ def populate(stage, worker, scratch_mb):
         bind(f"/proc/self/fd/{sources[path]}", stage + path, read_only=False)  # devices: written to
     place(stage + "/proc", True)
     mount("proc", stage + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=invisible")
+    for name, value in IPC_LIMITS.items():  # this IPC namespace's own limits: no object can be made
+        with open(f"{stage}/proc/sys/{name}", "w") as fh:
+            fh.write(value)
     for path in SCRATCH:
         place(stage + path, True)
         mount("tmpfs", stage + path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
