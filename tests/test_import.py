@@ -364,3 +364,14 @@ def test_without_token_counts_a_tokenizer_is_asked_for_and_nothing_is_written(tm
     result = runner.invoke(app, ["import", "jsonl", str(path), "--out", str(tmp_path / "deep" / "run"), *extra])
     assert result.exit_code == 2 and "give --tokenizer" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.jsonl"]
+
+
+def test_teacher_forced_entropy_reads_an_imported_run(tmp_path, tiny_model):
+    """`evalkit entropy --model M --samples RUN` on an import without --task (its own task file)."""
+    path, extra = write_jsonl(tmp_path)
+    do_import("jsonl", path, tmp_path / "run", extra, tiny_model)
+    result = runner.invoke(app, ["entropy", "--model", str(tiny_model), "--samples", str(tmp_path / "run"),
+                                 "--device", "cpu", "--out", str(tmp_path / "ent")])
+    assert result.exit_code == 0, result.output
+    table = json.loads((tmp_path / "ent" / "entropy.json").read_text())["tables"]["samples"]
+    assert len(table) == 29 and all(row["mean_entropy"] > 0 for row in table)

@@ -14,7 +14,8 @@ its destination and renamed into place when whole: run.json (`kind: passk`, prov
 G-Pass@k, mean@n). Problems with fewer samples than others are kept and counted.
 
 Limits: the run's model identity is what the source records (often only a name; no weights hash);
-sampling settings the source does not record are null; a task file written here names its
+sampling settings the source does not record are absent (teacher-forced entropy then assumes
+temperature 1); a task file written here names its
 absolute path, so a moved run folder is regraded only with the file at its old place (or re-import).
 """
 
@@ -294,7 +295,7 @@ def _write(tmp: Path, out: Path, imported: Imported, task, records: list, proven
     settings = {"kind": "passk", "model": {"name": imported.model or f"{imported.format} import", "sha256": None,
                                            "dtype": None},
                 "task": task.spec.identity(), "grader": grader, "problems": count,
-                "sampling": {"n": n, "temperature": None, "top_p": None, "max_new_tokens": None, **imported.sampling},
+                "sampling": {"n": n, **imported.sampling},  # settings the source does not record are absent
                 "import": provenance}
     ks = tuple(sorted({min(2**i, n) for i in range(n.bit_length())} | {n}))
     opts = PasskOptions(n=n, ks=ks)
