@@ -67,8 +67,6 @@ class InterpolateOptions(PasskOptions):
         if self.backend != "hf" or self.uses_ray:
             raise OptionError("backend", self.backend, "interpolate runs in one process with --backend hf "
                               "(no vLLM, no Ray)")
-        if not self.other:
-            raise UsageError("give two checkpoints: A B")
 
 
 @dataclass(frozen=True)
@@ -283,6 +281,8 @@ def run_interpolate(opts: InterpolateOptions, out: Path, progress=None) -> dict:
     from evalkit.models import resolve_device
 
     opts.validate()
+    if not opts.other:
+        raise UsageError("give two checkpoints: A B")
     out = Path(out)
     _check_out(out)
     threads_before = torch.get_num_threads()

@@ -116,3 +116,56 @@ def test_bad_input_is_one_line(tiny_model, tmp_path):
 
     with pytest.raises(UsageError, match="--backend hf"):
         InterpolateOptions(model=str(tiny_model), other=str(tiny_model), backend="vllm").validate()
+
+
+STUDY = """
+title = "t"
+base_model = "{base}"
+[train_task]
+name = "arith"
+size = 20
+[eval_task]
+seed = 1
+limit = 3
+[budget]
+per_method = 16
+[methods.es]
+population = 2
+prompts_per_iteration = 4
+max_new_tokens = 8
+[methods.grpo]
+group_size = 4
+prompts_per_step = 2
+max_new_tokens = 8
+[evaluations.passk]
+n = 2
+k = [1, 2]
+max_new_tokens = 8
+[evaluations.interpolate]
+points = 3
+limit = 2
+max_new_tokens = 4
+"""
+
+
+def test_study_stage_interpolate_es_grpo(tiny_model, trained, tmp_path):
+    from evalkit.study.spec import read_spec
+    from evalkit.study.stages import plan
+
+    path = tmp_path / "study.toml"
+    path.write_text(STUDY.format(base=tiny_model))
+    stages = {s.name: s for s in plan(read_spec(path))}
+    stage = stages["interpolate-es-grpo"]
+    assert stage.needs == ("heldout", "train-es", "train-grpo") and stage.out == "interpolate/es-grpo"
+    assert stage.identity["interpolate"]["points"] == 3 and stage.tokens == 3 * 2 * 1 * 4
+    root = tmp_path / "run"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "heldout.jsonl").write_text("".join(json.dumps({"question": f"What is {i} + 1?",
+                                                                     "answer": str(i + 1)}) + "\n" for i in range(3)))
+    results = {"heldout": {"file": "data/heldout.jsonl"}, "train-es": {"checkpoint": str(tiny_model)},
+               "train-grpo": {"checkpoint": str(trained)}}
+    (root / "interpolate").mkdir()
+    got = stage.run(root / "interpolate" / "es-grpo", results)
+    assert got["file"] == "interpolate/es-grpo/interpolate.json" and got["loss_barrier"] >= 0
+    summary = json.loads((root / got["file"]).read_text())
+    assert summary["problems"] == 2 and len(summary["points"]) == 3

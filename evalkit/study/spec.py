@@ -14,7 +14,7 @@ The file is TOML (read with the standard library's `tomllib`):
     [methods.grpo-guided] [methods.grpo-hinted]     GRPO variants: [methods.grpo]'s options (when
                                                     given) plus their own; guided needs guide_model,
                                                     guided_rollouts, guide_tokens; hinted needs hint
-    [evaluations.passk|entropy|length|groups|diff|forgetting]   each evaluator's options
+    [evaluations.passk|entropy|length|groups|diff|forgetting|interpolate]   each evaluator's options
     [report]      title
 
 Methods: a method's name says its trainer; the six names above are the only ones. GRPO's
@@ -66,6 +66,7 @@ EVALUATIONS = {  # evaluator -> the keys a study file may set (defaults: the eva
     "groups": ("group_sizes", "target"),
     "diff": ("atol", "threads"),
     "forgetting": ("suite", "limit", "max_new_tokens", "batch_size", "kl_prompts", "kl_samples", "kl_max_new_tokens"),
+    "interpolate": ("points", "n", "k", "temperature", "max_new_tokens", "batch_size", "limit", "seed"),
 }
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
 SAMPLE = 50  # problems generated per split to check names, configs and ids
@@ -330,10 +331,11 @@ def _evaluator(name: str):
     """The options class that runs evaluation `name`."""
     from evalkit.diff import DiffOptions
     from evalkit.forgetting.runner import ForgettingOptions
+    from evalkit.interpolate import InterpolateOptions
     from evalkit.options import EntropyOptions, GroupsOptions, LengthOptions, PasskOptions
 
     return {"passk": PasskOptions, "entropy": EntropyOptions, "length": LengthOptions, "groups": GroupsOptions,
-            "diff": DiffOptions, "forgetting": ForgettingOptions}[name]
+            "diff": DiffOptions, "forgetting": ForgettingOptions, "interpolate": InterpolateOptions}[name]
 
 
 def _field(opts, key: str) -> str:

@@ -9,6 +9,7 @@
     entropy/ length/ groups/   analyses' reports over the passk runs (groups: with GRPO's log)
     diff/<method>/          evalkit.diff against the base, in the training dtype; diff/es-vs-grpo/
     forgetting/<method>/    evalkit.forgetting.runner.run_forgetting with --train-task KL
+    interpolate/es-grpo/    evalkit.interpolate.run_interpolate from ES's final checkpoint to GRPO's
     findings/               analyses.study_findings: one row per claim (verdicts read es, grpo, es-grpo;
                             other methods' figures are listed)
     report/                 analyses.report.build_report over everything
@@ -72,6 +73,8 @@ def plan(spec: StudySpec) -> list[Stage]:
             stages.append(_diff(spec, ["es", "grpo"]))
     if "forgetting" in evaluations:
         stages += [_forgetting(spec, m) for m in spec.methods]
+    if "interpolate" in evaluations and {"es", "grpo"} <= set(spec.methods):
+        stages.append(_interpolate(spec))
     stages.append(_report_stage("findings", tuple(s.name for s in stages), {"claims": "docs/references.md"},
                                 _findings(spec)))
     stages.append(_report(spec, tuple(s.name for s in stages)))
@@ -279,6 +282,32 @@ def _forgetting(spec: StudySpec, method: str) -> Stage:
                  {"forgetting": o, "method": method, "dtype": spec.dtype}, tokens, run)
 
 
+def _interpolate(spec: StudySpec) -> Stage:
+    """ES's final checkpoint (t = 0) to GRPO's (t = 1) on the held-out split."""
+    o = spec.evaluations["interpolate"]
+
+    def run(folder: Path, results: dict) -> dict:
+        from evalkit.interpolate import InterpolateOptions, run_interpolate
+
+        root = folder.parent.parent
+        opts = InterpolateOptions(model=_checkpoint(spec, "es", results, root),
+                                  other=_checkpoint(spec, "grpo", results, root),
+                                  task=str(root / results["heldout"]["file"]), dtype=spec.dtype, device=spec.device,
+                                  points=o["points"], n=o["n"], ks=tuple(o["k"]), temperature=o["temperature"],
+                                  max_new_tokens=o["max_new_tokens"], batch_size=o["batch_size"], limit=o["limit"],
+                                  seed=o["seed"])
+        summary = run_interpolate(opts, folder)
+        barrier = summary["barrier"]
+        return {"file": _rel(folder / "interpolate.json", root),
+                "loss_barrier": (barrier.get("loss") or {}).get("height"),
+                "error_barrier": (barrier.get("error") or {}).get("height")}
+
+    limit = min(o["limit"] or spec.eval_task["limit"], spec.eval_task["limit"])
+    tokens = o["points"] * limit * o["n"] * o["max_new_tokens"]
+    return Stage("interpolate-es-grpo", "interpolate/es-grpo", ("heldout", "train-es", "train-grpo"),
+                 {"interpolate": o, "dtype": spec.dtype}, tokens, run)
+
+
 def _findings(spec: StudySpec):
     def run(folder: Path, results: dict) -> dict:
         from analyses.study_findings import write_findings
@@ -295,7 +324,7 @@ def _report(spec: StudySpec, needs: tuple) -> Stage:
 
         root = folder.parent
         inputs = [root / "passk" / m for m in ("base", *spec.methods)]
-        inputs += [root / name for name in ("entropy", "length", "groups", "diff", "forgetting", "train")
+        inputs += [root / name for name in ("entropy", "length", "groups", "diff", "forgetting", "train", "interpolate")
                    if (root / name).is_dir()]
         result = build_report(inputs, folder, title=spec.report_title)
         return {"file": f"{folder.name}/index.html", "sections": list(result.sections),
