@@ -72,7 +72,7 @@ def entropy(
             raise UsageError("give either run folders or --model with --samples, not both")
         if samples is None or model is None:
             raise UsageError("teacher-forced entropy needs both --model and --samples FILE")
-        model_opts = ModelOptions(model=model, dtype=dtype, device=device).validate(values_only=True)
+        model_opts = ModelOptions(model=model, dtype=dtype, device=device).validate()
     elif not runs:
         raise UsageError("give one or more passk run folders, or --model M --samples FILE")
     step_list = int_list(steps, "--steps") if steps else None

@@ -30,7 +30,7 @@ SCHEMA_VERSION = 3
 OPTIONS_ADDED = {
     3: {"backend": "hf", "ray_workers": 0, "ray_address": None, "threads": 0, "fitness": "reward", "preset": None,
         "question_field": None, "answer_field": None, "id_field": None, "guide_model": None, "guide_tokens": 0,
-        "guided_rollouts": 0, "hint": None, "hint_fraction": 0.5},
+        "guided_rollouts": 0, "hint": None, "hint_fraction": 0.5, "report_to": "none"},
 }
 # Grades of records made before grader versions were recorded (evalkit 0.1), by task kind.
 UNVERSIONED_GRADERS = {"math": "math-1", "reasoning_gym": "reasoning_gym-1"}

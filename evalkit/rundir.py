@@ -35,6 +35,7 @@ from evalkit.records import SCHEMA_VERSION, upgrade
 __all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "check_writable", "read_settings", "refuse_if_different"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
+RUN_KINDS = ("passk", "train-", "interpolate")  # every run.json evalkit writes has a `kind` starting so
 
 
 def check_writable(out: Path | None, what: str = "--out") -> None:
@@ -75,6 +76,9 @@ class RunDir:
         stored_path = self.path / SETTINGS
         if stored_path.exists():
             stored = read_settings(stored_path)
+            if not str(stored.get("kind", "")).startswith(RUN_KINDS):
+                raise UsageError(f"{self.path}: holds {SETTINGS}, which is not an evalkit run's (kind "
+                                 f"{stored.get('kind')!r}); nothing of a user is overwritten: use a new or empty --out")
             if self._holds_no_work():  # only its settings and empty logs: a failed start, taken over
                 write_json_atomic(stored_path, self.settings)
                 return

@@ -3,7 +3,6 @@ naming the holder's pid and exit 2, writing nothing; the lock dies with its proc
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.locking import held_by_another_process
 from typer.testing import CliRunner
 
 from evalkit.cli import app
@@ -19,20 +19,6 @@ from evalkit.locks import FolderLock
 
 runner = CliRunner()
 FAST = ["--n", "2", "--k", "1,2", "--limit", "2", "--max-new-tokens", "4", "--batch-size", "4"]
-
-
-@contextlib.contextmanager
-def held_by_another_process(folder: Path):
-    """A child process holding the folder's lock; yields its pid."""
-    code = ("import sys, time; from evalkit.locks import FolderLock; lock = FolderLock(sys.argv[1]); "
-            "print('locked', flush=True); time.sleep(120)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout.readline().strip() == "locked"
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_a_second_passk_into_a_folder_in_use_is_refused(tiny_model, tmp_path):

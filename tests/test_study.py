@@ -420,3 +420,15 @@ def test_a_gain_at_the_floor_does_not_stand_against_no_forgetting(tmp_path):
                                  "ci_low": 0.1, "ci_high": 0.5, "mcnemar": {"p_holm": 0.01}})
     (tmp_path / "forgetting" / "es" / "forgetting.json").write_text(json.dumps(report))
     assert _forgetting(tmp_path, ["es", "grpo"])["verdict"] == "supported"
+
+
+def test_the_committed_study_is_still_done_under_this_evalkit():
+    """results/study was run by an older evalkit: every stage must still read as done (an option
+    added since has its old behaviour in evalkit.records.OPTIONS_ADDED), or rerunning the
+    study would redo it."""
+    from evalkit.study import stage_status, study_plan
+
+    root = Path(__file__).parents[1] / "results" / "study"
+    _, stages, state = study_plan(STUDIES / "seed-cpu.toml", root)
+    states = {stage.name: stage_status(root, stage, state) for stage in stages}
+    assert set(states.values()) == {"done"}, {k: v for k, v in states.items() if v != "done"}

@@ -4,4 +4,5 @@
     report_runs   every kind of run folder `evalkit report` reads, on the tiny model
     checkpoints   hand-written safetensors checkpoints with planted changes (evalkit diff)
     fake_vllm     vLLM's documented output shapes (Logprob, CompletionOutput, RequestOutput)
+    locking       a folder's lock held by another process
 """
