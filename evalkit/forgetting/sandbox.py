@@ -474,14 +474,13 @@ class _Worker:
         """The program's fresh folder, owned by `uid` (mode 700): its path as the worker sees
         it. After the program: with a private root, everything in the root's scratch is
         removed (the folder with it); otherwise the folder, in the host's temporary folder."""
-        if self.scratch is not None:
-            path = self.scratch.folder(uid)
+        scratch = self.scratch
+        if scratch is not None:
+            path = scratch.folder(uid)
             try:
                 yield path
             finally:
-                scratch = self.scratch  # None once the worker was closed: its root is gone with it
-                if scratch is not None:
-                    scratch.empty()
+                scratch.empty()  # nothing to do once the worker was closed: its root went with it
             return
         path = tempfile.mkdtemp(prefix="evalkit-sandbox-")
         try:
