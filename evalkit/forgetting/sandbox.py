@@ -104,7 +104,7 @@ that finds the reporter (gc, frame walking), returns an object equal to
 everything or rewrites builtins can grade itself `passed`. A `FunctionTest`
 (untrusted code that defines a function; trusted code that defines
 `check(candidate)`, and trusted setup such as HumanEval's prompt) is judged
-apart from the code. The worker forks two processes. The child (all four
+apart from the code. The worker forks two processes. The child (all five
 layers) runs only the untrusted code, then answers calls on a pipe. The
 verifier keeps the worker's uid (root: the child's throw-away uid cannot
 signal, ptrace or read it), takes the limits but not the guard, runs the
