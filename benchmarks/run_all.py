@@ -39,6 +39,8 @@ BENCHES = {  # name: script and extra arguments (defaults are the issue's measur
     "entropy": ("bench_entropy.py", []),
     "scale": ("bench_scale.py", []),
     "grading": ("bench_grading.py", []),
+    "sandbox": ("bench_sandbox.py", []),
+    "import": ("bench_import.py", []),
     # profiles behind the notes on missed targets (rows without a target)
     "profile-sampler": ("profile_sampler.py", []),
     "profile-diff": ("profile_diff.py", []),
