@@ -29,7 +29,8 @@ class FolderLock:
 
     def __init__(self, folder: Path):
         folder = Path(folder)
-        self.created = not folder.exists()
+        self.made = [parent for parent in (folder, *folder.parents) if not parent.exists()]  # folder first
+        self.created = bool(self.made)
         folder.mkdir(parents=True, exist_ok=True)
         self.path = (folder / LOCK).resolve()
         self.file_created = not self.path.exists()
@@ -52,9 +53,11 @@ class FolderLock:
         del _HELD[self.path]
         if remove_if_created and self.file_created:  # a refused run leaves nothing behind
             self.path.unlink(missing_ok=True)
-            if self.created:
-                with contextlib.suppress(OSError):
-                    self.path.parent.rmdir()  # only when nothing else was written
+            for made in self.made:  # the folder, then the parents this lock made: each only if empty
+                try:
+                    made.rmdir()
+                except OSError:
+                    break
         entry[0].close()
 
     def __del__(self) -> None:

@@ -38,7 +38,7 @@ from evalkit.errors import UsageError
 from evalkit.jsonio import write_atomic
 from evalkit.locks import LOCK, FolderLock
 
-__all__ = ["OutputFolder", "claimed", "MARK", "probe_out", "MIN_FREE"]
+__all__ = ["OutputFolder", "claimed", "computed_into", "MARK", "probe_out", "MIN_FREE"]
 
 MARK = ".evalkit-outputs.json"
 MIN_FREE = 1 << 20  # bytes free below which a folder is refused before the work (the first write)
@@ -262,6 +262,17 @@ def claimed(out: Path | None, kind: str, identity: dict | None = None):
         yield folder
     finally:
         folder.release()
+
+
+def computed_into(out: Path | None, kind: str, identity: dict, compute: Callable[[], dict],
+                  files: Callable[[dict], Mapping[str, str | bytes]]) -> dict:
+    """`compute()` under a claim of `out` (when given: claimed before the work), its result
+    published there as `files(result)`; returns the result."""
+    with claimed(out, kind, identity) as folder:
+        result = compute()
+        if folder is not None:
+            folder.publish(files(result))
+    return result
 
 
 def _write_files(folder: Path, files: Mapping[str, str | bytes]) -> list[Path]:

@@ -43,14 +43,10 @@ class TokensOptions(ModelOptions):  # model: the teacher
 def run_tokens(opts: TokensOptions, out: Path | None = None, *, progress: Callable | None = None) -> dict:
     """tokens.json's content; with `out`, written there under evalkit.outdir's contract (the
     folder claimed before any work: locked, never a user's files)."""
-    from evalkit.outdir import claimed
+    from evalkit.outdir import computed_into
 
     opts.validate()
-    with claimed(out, "tokens", {"options": opts.identity()}) as folder:
-        report = _tokens(opts, progress)
-        if folder is not None:
-            folder.publish(output_files(report))
-    return report
+    return computed_into(out, "tokens", {"options": opts.identity()}, lambda: _tokens(opts, progress), output_files)
 
 
 def _tokens(opts: TokensOptions, progress: Callable | None) -> dict:

@@ -67,14 +67,10 @@ def read_traces(source: str) -> list[dict]:
 def run_traces(opts: TracesOptions, out: Path | None = None, *, progress: Callable | None = None) -> dict:
     """traces.json's content; with `out`, written there under evalkit.outdir's contract (the
     folder claimed before any work: locked, never a user's files)."""
-    from evalkit.outdir import claimed
+    from evalkit.outdir import computed_into
 
     opts.validate()
-    with claimed(out, "traces", {"options": opts.identity()}) as folder:
-        report = _traces(opts, progress)
-        if folder is not None:
-            folder.publish(output_files(report))
-    return report
+    return computed_into(out, "traces", {"options": opts.identity()}, lambda: _traces(opts, progress), output_files)
 
 
 def _traces(opts: TracesOptions, progress: Callable | None) -> dict:

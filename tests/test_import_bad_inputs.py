@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers.refusals import assert_refused, fill
 from typer.testing import CliRunner
 
 from evalkit.cli import app
@@ -116,20 +117,6 @@ CASES = [
 ]
 
 
-def _fill(arg: str, files: dict) -> str:
-    for key, value in files.items():
-        arg = arg.replace("{" + key + "}", str(value))
-    return arg
-
-
 @pytest.mark.parametrize(("args", "fragment"), CASES, ids=[f"{a[1]}-{i}" for i, (a, _) in enumerate(CASES)])
 def test_bad_import_is_one_line_exit_2_and_writes_nothing(files, args, fragment):
-    root = files["root"]
-    before = sorted(str(p) for p in root.rglob("*"))
-    result = runner.invoke(app, [_fill(a, files) for a in args])
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output
-    lines = result.output.strip("\n").splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    assert fragment in result.output, result.output
-    assert sorted(str(p) for p in root.rglob("*")) == before  # nothing written, nothing left behind
+    assert_refused(lambda: runner.invoke(app, [fill(a, files) for a in args]), fragment, files["root"])

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.refusals import assert_refused, snapshot
 from typer.testing import CliRunner
 
 from evalkit.cli import app
@@ -34,21 +35,8 @@ USER_FILES = {  # a user's folder, with files named as evalkit's outputs are
 }
 
 
-def _snapshot(root: Path) -> dict:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def _refused(args: list[str], fragment: str, root: Path, app_=app) -> None:
-    before = _snapshot(root)
-    result = runner.invoke(app_, args)
-    assert result.exit_code == 2, result.output
-    assert "Traceback" not in result.output, result.output
-    lines = result.output.strip("\n").splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.output
-    assert fragment in result.output, result.output
-    after = _snapshot(root)
-    assert {k: v for k, v in after.items() if k in before} == before, "a file was changed"
-    assert set(after) - set(before) == set(), f"written: {sorted(set(after) - set(before))}"
+def _refused(args: list[str], fragment: str, root: Path) -> None:
+    assert_refused(lambda: runner.invoke(app, args), fragment, root)
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +103,7 @@ def test_an_earlier_report_is_replaced_and_its_stale_files_only_are_removed(worl
     (out / "tables" / "dropped.csv").write_text("x\n1\n")
     assert runner.invoke(app, ["report", str(world["run"]), "--out", str(out)]).exit_code == 0
     assert not (out / "tables" / "dropped.csv").exists()
-    assert _snapshot(out)["index.html"] == (world["report"] / "index.html").read_bytes()
+    assert snapshot(out)["index.html"] == (world["report"] / "index.html").read_bytes()
 
 
 # ---------------------------------------------------------------- 2. values checked before work
@@ -321,8 +309,8 @@ def test_a_report_killed_while_writing_resumes_to_the_uninterrupted_report(world
     assert json.loads((out / ".evalkit-outputs.json").read_text())["outputs"]["report"]["state"] == "writing"
     monkeypatch.setattr(outdir, "_write_files", real)
     assert runner.invoke(app, ["report", str(world["run"]), "--out", str(out)]).exit_code == 0
-    reference = _snapshot(world["report"])
-    resumed = _snapshot(out)
+    reference = snapshot(world["report"])
+    resumed = snapshot(out)
     for name in ("index.html", "report.md", *[k for k in reference if k.startswith(("figures/", "tables/"))]):
         assert resumed[name] == reference[name], name
 
@@ -412,6 +400,6 @@ def test_a_study_killed_in_its_report_stage_resumes_to_the_same_report(tmp_path,
     result = runner.invoke(app, ["study", spec, "--out", str(out)])
     assert result.exit_code == 0, result.output
     def files(root: Path) -> dict:  # the report names its inputs by path: the two folders' names differ
-        return {k: v.replace(str(root).encode(), b"STUDY") for k, v in _snapshot(root / "report").items()}
+        return {k: v.replace(str(root).encode(), b"STUDY") for k, v in snapshot(root / "report").items()}
 
     assert files(out) == files(whole)

@@ -5,4 +5,5 @@
     checkpoints   hand-written safetensors checkpoints with planted changes (evalkit diff)
     fake_vllm     vLLM's documented output shapes (Logprob, CompletionOutput, RequestOutput)
     locking       a folder's lock held by another process
+    refusals      the bad-input tables' check: one line, exit 2, nothing written
 """
