@@ -235,3 +235,22 @@ def test_reader_returns_torch_load_bits(trained, tmp_path):
     for name, t in sd.items():
         e = cp.tensors[name]
         assert torch.equal(as_torch(read_bits(e), e.dtype, e.shape), t), name
+
+
+def test_verl_shards_read_without_importing_torch_distributed_tensor(verl_folder):
+    """In a fresh process DTensors are read with plain stand-ins (no torch.distributed.tensor
+    import, ~0.9 s); the entries are those torch's own classes give."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from evalkit.checkpoints import open_checkpoint; "
+            f"cp = open_checkpoint({str(verl_folder)!r}); "
+            "print(json.dumps({'imported': 'torch.distributed.tensor' in sys.modules, "
+            "'entries': {n: [e.dtype, list(e.shape), [list(s) for s in e.spans]] for n, e in cp.tensors.items()}}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    fresh = json.loads(out.stdout.strip().splitlines()[-1])
+    assert fresh["imported"] is False
+    import torch.distributed.tensor  # noqa: F401  (this process: torch's own DTensor classes)
+
+    here = {n: [e.dtype, list(e.shape), [list(s) for s in e.spans]] for n, e in open_checkpoint(str(verl_folder)).tensors.items()}
+    assert fresh["entries"] == here

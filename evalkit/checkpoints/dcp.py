@@ -11,7 +11,7 @@ accelerate's FSDP `SHARDED_STATE_DICT` saves `{"model": state_dict}` this way in
 `pytorch_model_fsdp_0/` (names then start with `model.`, stripped here when every name has it).
 
 Unlike `FileSystemReader.read_metadata` (plain `pickle.load`), `.metadata` is unpickled here
-with only DCP's own metadata classes allowed; each chunk is read by
+with only DCP's own metadata class names allowed, each built as a plain record of its fields; each chunk is read by
 `evalkit.checkpoints.torchzip` (weights-only, tensors left on disk). A tensor in one chunk,
 or in chunks that split it along dim 0, is a byte range (or ranges) of the .distcp files; any
 other split is gathered when read (one tensor in memory).
@@ -35,12 +35,17 @@ __all__ = ["METADATA", "is_dcp", "read_dcp"]
 
 METADATA = ".metadata"
 
-_ALLOWED = {  # module -> names the .metadata pickle may build
+# The classes the .metadata pickle names, as built here: plain records, not DCP's own classes (whose
+# import costs ~0.5 s), and nothing else. Their pickled state: a dict (dataclasses, _StorageInfo's
+# __getstate__) or, for TensorProperties, the tuple (dtype, layout, requires_grad, memory format, pin_memory).
+_RECORDS = {
     "torch.distributed.checkpoint.metadata": {
         "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
         "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING"},
     "torch.distributed.checkpoint.filesystem": {"_StorageInfo"},
     "torch.distributed.checkpoint.planner": {"WriteItemType", "LoadItemType"},
+}
+_REAL = {  # module -> names taken as they are (values, not code that runs)
     "torch.serialization": {"_get_layout"},
     "torch": {"Size", *TORCH_DTYPES, "float8_e4m3fn", "float8_e5m2", "complex64", "complex128"},
     "pathlib": {"PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath", "Path"},
@@ -53,9 +58,33 @@ def is_dcp(folder: Path) -> bool:
     return (folder / METADATA).is_file() and any(folder.glob("*.distcp"))
 
 
+class _Record:
+    """A DCP metadata object read back as its fields (`__setstate__` keeps the pickled state)."""
+
+    def __init__(self, *args):
+        self.args = args  # enums are rebuilt by calling the class with their value
+
+    def __setstate__(self, state):
+        if isinstance(state, dict):
+            self.__dict__.update(state)
+        elif type(self).__name__ == "TensorProperties" and isinstance(state, tuple) and state:
+            self.dtype = state[0]
+        else:
+            self.state = state
+
+
+def _record_class(name: str) -> type:
+    return type(name, (_Record,), {})
+
+
+_CLASSES = {(m, n): _record_class(n) for m, names in _RECORDS.items() for n in names}
+
+
 class _MetadataUnpickler(pickle.Unpickler):
     def find_class(self, module, name):
-        if name in _ALLOWED.get(module, ()):
+        if (module, name) in _CLASSES:
+            return _CLASSES[(module, name)]
+        if name in _REAL.get(module, ()):
             import importlib
 
             return getattr(importlib.import_module(module), name)
@@ -93,10 +122,10 @@ def read_dcp(folder: Path) -> dict[str, TensorEntry]:
 
 
 def _tensor(folder: Path, fqn: str, md, chunks: list) -> TensorEntry:
-    dtype = TORCH_DTYPES.get(str(md.properties.dtype).removeprefix("torch."))
+    dtype = TORCH_DTYPES.get(str(getattr(md.properties, "dtype", None)).removeprefix("torch."))
     shape = tuple(int(x) for x in md.size)
     if dtype is None:
-        raise bad(folder, f"tensor {fqn!r}: dtype {md.properties.dtype} is not read")
+        raise bad(folder, f"tensor {fqn!r}: dtype {getattr(md.properties, 'dtype', None)} is not read")
     pieces = []
     for index, info in sorted(chunks, key=lambda c: tuple(c[0].offset or ())):
         if getattr(info, "transform_descriptors", None):

@@ -83,6 +83,10 @@ def _ranks_to_merge(state: dict, world: int) -> int:
     pivot = state[sorted(state)[0]]
     if not isinstance(pivot, _DTensorStored):
         return world
+    if pivot.mesh_shape is None:
+        if len(pivot.placements) != 1:
+            raise bad(pivot.local.file, "a DTensor on a 2-D mesh whose shape this torch cannot read")
+        return world
     return pivot.mesh_shape[-1]
 
 
@@ -102,11 +106,11 @@ def _merge(folder: Path, name: str, values: list) -> TensorEntry:
     else:
         kind, locals_ = None, values
         global_shape = None
-    if kind is not None and kind.is_replicate():
+    if kind is not None and kind[0] == "replicate":
         return _checked(folder, name, locals_[0].entry(name), global_shape)
-    if kind is not None and not kind.is_shard():
-        raise bad(folder, f"tensor {name!r}: placement {kind} is not read (verl's merger refuses it too)")
-    dim = kind.dim if kind is not None else 0
+    if kind is not None and kind[0] != "shard":
+        raise bad(folder, f"tensor {name!r}: placement {kind[0]} is not read (verl's merger refuses it too)")
+    dim = kind[1] if kind is not None else 0
     return _checked(folder, name, _concat(name, locals_, dim), global_shape)
 
 
