@@ -111,17 +111,21 @@ def read_dcp(folder: Path) -> dict[str, TensorEntry]:
     chunks_of: dict[str, list] = {}
     for index, info in storage.items():
         chunks_of.setdefault(getattr(index, "fqn", None), []).append((index, info))
-    tensors = {}
-    for fqn, md in items.items():
-        if type(md).__name__ != "TensorStorageMetadata":
-            continue  # bytes (a step counter, an rng state)
-        tensors[fqn] = _tensor(folder, fqn, md, chunks_of.get(fqn, []))
+    tensors, files = {}, {}
+    try:
+        for fqn, md in items.items():
+            if type(md).__name__ != "TensorStorageMetadata":
+                continue  # bytes (a step counter, an rng state)
+            tensors[fqn] = _tensor(folder, fqn, md, chunks_of.get(fqn, []), files)
+    finally:
+        for fh in files.values():
+            fh.close()
     if not tensors:
         raise bad(folder, "the DCP checkpoint holds no tensors")
     return tensors
 
 
-def _tensor(folder: Path, fqn: str, md, chunks: list) -> TensorEntry:
+def _tensor(folder: Path, fqn: str, md, chunks: list, files: dict) -> TensorEntry:
     dtype = TORCH_DTYPES.get(str(getattr(md.properties, "dtype", None)).removeprefix("torch."))
     shape = tuple(int(x) for x in md.size)
     if dtype is None:
@@ -134,7 +138,9 @@ def _tensor(folder: Path, fqn: str, md, chunks: list) -> TensorEntry:
         file = folder / info.relative_path
         if not file.is_file():
             raise bad(folder, f"tensor {fqn!r}: its file {info.relative_path} is missing")
-        stored = read_torch_file(file, info.offset, info.length)
+        if file not in files:
+            files[file] = open(file, "rb")  # noqa: SIM115  (closed by read_dcp)
+        stored = read_torch_file(file, info.offset, info.length, files[file])
         if not isinstance(stored, Stored) or stored.dtype != dtype:
             raise bad(file, f"tensor {fqn!r}: the chunk at byte {info.offset} is not a {dtype} tensor")
         pieces.append((tuple(int(x) for x in index.offset or (0,) * len(shape)), stored))

@@ -175,7 +175,9 @@ def _delta_shape(module: Module) -> tuple[int, int]:
 
 def _merged(target: TensorEntry, module: Module, path: str, of_bias: bool = False) -> TensorEntry:
     def make() -> np.ndarray:
-        weight = as_torch(read_bits(target), target.dtype, target.shape).clone()
+        weight = as_torch(read_bits(target), target.dtype, target.shape)  # a fresh array: added to in place
+        if target.source is not None:  # a made tensor may be a view of another's memory
+            weight = weight.clone()
         if of_bias:  # peft: base_layer.bias.data += lora_B.bias * scaling
             weight += _torch(module.bias) * module.scaling
         elif module.embedding:  # peft's Embedding.merge casts the delta to the weight's dtype first

@@ -120,24 +120,80 @@ def refusal(path, exc: Exception) -> Exception:
                      "untrusted input")
 
 
-def read_torch_file(path: str | Path, base: int = 0, length: int | None = None):
+@dataclass(frozen=True)
+class _Info:
+    filename: str
+    compress_type: int
+    file_size: int
+    header_offset: int
+
+
+class _CentralDirectory:
+    """The entries of a plain (not zip64) zip from its end record and central directory: what
+    `zipfile.ZipFile` reads, in a few struct calls (a DCP folder holds one zip per tensor)."""
+
+    def __init__(self, fh, base: int, size: int):
+        if size < 22:
+            raise zipfile.BadZipFile("too short")
+        fh.seek(base + size - 22)
+        end = fh.read(22)
+        if end[:4] != b"PK\x05\x06":
+            raise zipfile.BadZipFile("no end record (a comment, or zip64)")
+        count, cd_size, cd_offset = struct.unpack("<HII", end[10:20])
+        if 0xFFFF in (count,) or 0xFFFFFFFF in (cd_size, cd_offset) or cd_offset + cd_size > size:
+            raise zipfile.BadZipFile("zip64 or out of range")
+        fh.seek(base + cd_offset)
+        raw, at, self.infos = fh.read(cd_size), 0, {}
+        for _ in range(count):
+            if raw[at:at + 4] != b"PK\x01\x02":
+                raise zipfile.BadZipFile("bad central directory")
+            method, _, _, _, comp, plain, n, m, k = struct.unpack("<HHHIIIHHH", raw[at + 10:at + 34])
+            offset = struct.unpack("<I", raw[at + 42:at + 46])[0]
+            if 0xFFFFFFFF in (comp, plain, offset):
+                raise zipfile.BadZipFile("zip64 entry")
+            name = raw[at + 46:at + 46 + n].decode("utf-8", "replace")
+            self.infos[name] = _Info(name, method, plain, offset)
+            at += 46 + n + m + k
+        self.fh, self.base = fh, base
+
+    def namelist(self) -> list[str]:
+        return list(self.infos)
+
+    def infolist(self) -> list[_Info]:
+        return list(self.infos.values())
+
+    def read(self, name: str) -> bytes:
+        info = self.infos[name]
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise zipfile.BadZipFile(f"{name} is compressed")
+        self.fh.seek(_data_offset(self.fh, self.base, info))
+        return self.fh.read(info.file_size)
+
+
+def read_torch_file(path: str | Path, base: int = 0, length: int | None = None, fh=None):
     """The object a torch.save file (or the blob at [base, base + length)) holds, its tensors
-    as `Stored` (legacy files: loaded tensors)."""
+    as `Stored` (legacy files: loaded tensors). `fh`: the file, already open (DCP's blobs)."""
     path = str(path)
-    if not is_torch_zip(path, base):
+    if fh is None:
+        with open(path, "rb") as own:
+            return read_torch_file(path, base, length, own)
+    fh.seek(base)
+    if fh.read(4) != b"PK\x03\x04":
         if base or length is not None:
             raise bad(path, f"the record at byte {base} is not a torch.save zip")
         return _legacy(path)
-    with open(path, "rb") as fh:
-        size = length if length is not None else fh.seek(0, 2)
+    size = length if length is not None else fh.seek(0, 2)
+    try:
         try:
+            archive = _CentralDirectory(fh, base, size)
+        except (zipfile.BadZipFile, struct.error):
             archive = zipfile.ZipFile(_Window(fh, base, size))
-        except (zipfile.BadZipFile, OSError, ValueError) as exc:
-            raise bad(path, f"corrupt torch.save zip ({exc})") from None
-        return _unpickle(path, fh, archive, base)
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise bad(path, f"corrupt torch.save zip ({exc})") from None
+    return _unpickle(path, fh, archive, base)
 
 
-def _unpickle(path: str, fh, archive: zipfile.ZipFile, base: int):
+def _unpickle(path: str, fh, archive, base: int):
     import pickle
 
     import torch
