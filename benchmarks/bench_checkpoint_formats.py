@@ -14,8 +14,9 @@ from the safetensors copy; for LoRA, from the merged model saved as safetensors.
 
 Figures: wall time, best of 3 (target: at most 1.3x the safetensors read), and the read's
 peak memory: VmHWM minus the resident memory after the imports (torch is imported in every
-child, the safetensors one included, so only the read's own memory is compared; target: at
-most one tensor, the largest, above the safetensors read).
+child, the safetensors one included, and evalkit.checkpoints' modules before the timing, so
+only the read's own time and memory are compared; target: at most one tensor, the largest,
+above the safetensors read).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def child(path: str, names_from: str, base: str | None) -> None:
     import torch  # noqa: F401  (every child pays the same imports)
 
     from evalkit.checkpoints import ChunkReader, TensorCache, open_checkpoint
+    from evalkit.checkpoints import dcp, deepspeed, lora, pickles, validate, verl, vllm  # noqa: F401  (imports untimed)
 
     names = json.loads(Path(names_from).read_text())
     rss0 = _vm("VmRSS")
