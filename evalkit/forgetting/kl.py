@@ -14,7 +14,10 @@ chain rule its expectation under y ~ pi_0 is exactly KL(pi_0(.|x) || pi(.|x))
 over completions (truncated at max_new_tokens), with lower variance than the
 log-ratio of sampled tokens. Also reported: the per-token mean `mean_t KL_t`.
 Both are averaged over samples per prompt, then over prompts; the standard
-error is over prompts (`std(ddof=1) / sqrt(P)`).
+error is over prompts (`std(ddof=1) / sqrt(P)`). Beside the per-completion mean, the KL per
+token pooled over every generated position, `sum_t KL_t / #positions` over all completions
+(`kl_per_token_pooled`: long completions weigh by their length), with the per-prompt sums and
+position counts it is made of, so it can be bootstrapped over prompts as a ratio.
 Refused (not estimated) when the two tokenizers differ: the per-token
 distributions would not live on the same space.
 """
@@ -110,7 +113,7 @@ def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str
                          seed=seed, record_entropy=False)
     stop = stop_token_ids(base, tokenizer)
     chunk = max(1, batch_size // samples)
-    seq_kl, tok_kl, lengths, truncated = [], [], [], 0
+    seq_kl, tok_kl, lengths, truncated, kl_sums, positions = [], [], [], 0, [], []
     for start in range(0, len(prompts), chunk):
         rendered = [render_prompt(tokenizer, p) for p in prompts[start : start + chunk]]
         drawn = sample_texts(base, tokenizer, rendered, ids[start : start + chunk], cfg, stop_ids=stop, rendered=True)
@@ -121,6 +124,8 @@ def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str
             mine = [k for s, k in zip(drawn, kls, strict=True) if s.problem_index == i]
             seq_kl.append(float(np.mean([k.sum() for k in mine])))
             tok_kl.append(float(np.mean([k.mean() if k.size else 0.0 for k in mine])))
+            kl_sums.append(float(sum(k.sum() for k in mine)))
+            positions.append(int(sum(k.size for k in mine)))
         lengths += [k.size for k in kls]
         truncated += sum(s.finish_reason == "length" for s in drawn)
         if on_done is not None:
@@ -133,4 +138,6 @@ def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str
         "prompts": len(seq_kl), "samples_per_prompt": samples, "max_new_tokens": max_new_tokens,
         "temperature": 1.0, "seed": seed, "mean_positions": float(np.mean(lengths)),
         "truncated_fraction": truncated / max(len(lengths), 1), "per_prompt_kl_sequence": seq_kl,
+        "kl_per_token_pooled": sum(kl_sums) / max(sum(positions), 1), "per_prompt_kl_sum": kl_sums,
+        "per_prompt_positions": positions, "per_prompt_kl_per_token": tok_kl,
     }

@@ -65,6 +65,9 @@ class ForgettingOptions(GradingOptions, ModelOptions):
     mc_norm: str = option("sum", "Multiple-choice score: sum (log-likelihood), token (per token) or byte (per UTF-8 "
                           "byte).",
                           choices=("sum", "token", "byte"))
+    kl_task: str | None = option(None, "Task whose prompts the KL uses instead of --train-task's (a task not "
+                                 "trained on: the KL then measures drift off the training distribution, not movement "
+                                 "on it).")
     kl_prompts: int = option(32, "Training-task prompts for the KL estimate.", min=1)
     kl_samples: int = option(1, "Completions sampled from the base per KL prompt.", min=1)
     kl_max_new_tokens: int = option(64, "Length cap of the KL completions.", min=1)
@@ -190,12 +193,13 @@ def _run(opts: ForgettingOptions, folder, progress, log) -> dict:
 
 
 def _train_task(opts: ForgettingOptions):
-    """The training task whose prompts the KL uses (None without --train-task)."""
+    """The task whose prompts the KL uses: --kl-task, else --train-task (None without either)."""
     from evalkit.tasks import load_task
 
-    if not opts.train_task:
+    name = opts.kl_task or opts.train_task
+    if not name:
         return None
-    return load_task(opts.train_task, size=max(opts.kl_prompts, 1), seed=opts.task_seed)
+    return load_task(name, size=max(opts.kl_prompts, 1), seed=opts.task_seed)
 
 
 # Versions that can change a unit's result; a journal written under others is refused.
@@ -223,7 +227,8 @@ def _run_identity(opts: ForgettingOptions, refs: dict, hashes: dict, device: str
         "benchmarks": {name: items.identity() for name, _, _, items in loaded},
         "kl": None if train is None else {
             "train_task": opts.train_task, "prompts": opts.kl_prompts, "samples": opts.kl_samples,
-            "max_new_tokens": opts.kl_max_new_tokens, "task": train.spec.identity()},  # options first: named first
+            "max_new_tokens": opts.kl_max_new_tokens, "task": train.spec.identity(),  # options first: named first
+            **({"kl_task": opts.kl_task} if opts.kl_task else {})},  # absent when unset: older journals still match
         "versions": {name: found.get(name) for name in IDENTITY_PACKAGES},
     }
 
@@ -258,7 +263,7 @@ class _Run:
         self.ranges = {(name, side): _ranges(kind, module, items, opts.batch_size)
                        for name, kind, module, items in loaded for side in SIDES}
         self.done = self._check(journal.records)
-        self.total = sum(len(r) for r in self.ranges.values()) + bool(opts.train_task)
+        self.total = sum(len(r) for r in self.ranges.values()) + bool(opts.train_task or opts.kl_task)
         self.reused = len(self.done)
 
     def _check(self, records) -> dict:
@@ -268,7 +273,7 @@ class _Run:
         done: dict = {}
         for lineno, record in records:
             if "kl" in record:
-                if not (self.opts.train_task and isinstance(record["kl"], dict)):
+                if not ((self.opts.train_task or self.opts.kl_task) and isinstance(record["kl"], dict)):
                     raise self.journal.corrupt(lineno, "not a unit of this run")
                 done.setdefault(("kl",), record)
                 continue

@@ -17,6 +17,15 @@ The file is TOML (read with the standard library's `tomllib`):
     [evaluations.passk|entropy|length|groups|diff|forgetting|interpolate]   each evaluator's options
     [report]      title
 
+A study you can cite (studies/seed-cpu-v2.toml) adds:
+
+    seeds = [0, 1, 2]           every method trained once per seed (evalkit.study.seeded plans it)
+    [validation]                the stopping rule's split and rule (evalkit.study.options.ValidationOptions)
+    [evaluations.curves]        passk options at every saved checkpoint (pass@1, pass@k, entropy over training)
+    [evaluations.passk-nucleus] a second passk setting at the picked checkpoints (e.g. T = 0.6, top-p 0.95)
+    [evaluations.sparsity]      SparsityOptions: matched-norm, scale-free statistics, short bf16 runs
+    forgetting's kl_task and mc_files: KL on another task's prompts, multiple-choice files by name
+
 Methods: a method's name says its trainer; the six names above are the only ones. GRPO's
 guidance keys (guide_model, guide_tokens, guided_rollouts) belong to grpo-guided and its hint
 keys (hint, hint_fraction) to grpo-hinted only, so `grpo` and `es-grpo` stay plain GRPO, the arm
@@ -40,13 +49,13 @@ given, and a study whose methods' budgets (first samplings) differ by more than 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
 from evalkit.options import plain
 
-__all__ = ["StudySpec", "Trainer", "read_spec", "METHODS", "EVALUATIONS", "TOLERANCE"]
+__all__ = ["StudySpec", "Trainer", "read_spec", "saved_steps", "METHODS", "EVALUATIONS", "TOLERANCE"]
 
 METHODS = ("es", "grpo", "es-grpo", "distill", "grpo-guided", "grpo-hinted")
 VARIANT_KEYS = {"grpo-guided": ("guide_model", "guide_tokens", "guided_rollouts"),  # GRPO options only
@@ -67,11 +76,20 @@ EVALUATIONS = {  # evaluator -> the keys a study file may set (defaults: the eva
     "diff": ("atol", "threads"),
     "forgetting": ("suite", "limit", "max_new_tokens", "batch_size", "kl_prompts", "kl_samples", "kl_max_new_tokens"),
     "interpolate": ("points", "n", "k", "temperature", "max_new_tokens", "batch_size", "limit", "seed"),
+    "curves": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
+    "passk-nucleus": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
+    "sparsity": ("qs", "bf16_completions", "rank"),
 }
+EVALUATIONS["forgetting"] += ("kl_task", "mc_files")
+# Keys added to an evaluation after studies recorded it, at the value that reproduces what those
+# studies ran: left out of the options (and so of the stage identity) at that value, so a study
+# recorded before them still reads as done.
+ADDED_KEYS = {"forgetting": {"kl_task": None, "mc_files": []}}
+SEEDED_ONLY = ("curves", "passk-nucleus", "sparsity")  # evaluations of a study with `seeds`
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
 SAMPLE = 50  # problems generated per split to check names, configs and ids
-TOP_KEYS = {"title", "base_model", "dtype", "device", "seed", "train_task", "eval_task", "budget", "methods",
-            "evaluations", "report"}
+TOP_KEYS = {"title", "base_model", "dtype", "device", "seed", "seeds", "train_task", "eval_task", "validation",
+            "budget", "methods", "evaluations", "report"}
 SET_BY_STUDY = {"model", "task", "task_size", "task_seed", "task_config", "dtype", "device", "out", "preset",
                 "question_field", "answer_field", "id_field"}
 
@@ -112,6 +130,8 @@ class StudySpec:
     methods: dict  # name -> tuple of Trainer (one; es-grpo: ES then GRPO)
     evaluations: dict  # name -> options dict, defaults filled in
     report_title: str
+    seeds: tuple = ()  # training seeds (a seeded study: evalkit.study.seeded); () = one run at `seed`
+    validation: dict | None = None  # ValidationOptions' values with the split's task (seeded studies)
 
 
 def read_spec(path: Path) -> StudySpec:
@@ -139,14 +159,73 @@ def read_spec(path: Path) -> StudySpec:
     common = {"dtype": raw.get("dtype", "float32"), "device": raw.get("device", "auto")}
     train = _train_task(raw["train_task"])
     held_out = _eval_task(raw.get("eval_task") or {}, train)
-    methods = _methods(raw["methods"], raw.get("base_model", "smollm2-135m"), train, common, raw.get("seed", 0))
+    seeds = _seeds(raw)
+    methods = _methods(raw["methods"], raw.get("base_model", "smollm2-135m"), train, common,
+                       seeds[0] if seeds else raw.get("seed", 0))
     methods, budget = _apply_budget(methods, raw["budget"])
     evaluations = _evaluations(raw.get("evaluations") or {"passk": {}})
+    validation = _validation(raw, train, held_out, bool(seeds))
+    if seeds:
+        _control_checkpoints(methods)
+    elif extra := [e for e in SEEDED_ONLY if e in evaluations]:
+        raise UsageError(f"evaluations.{extra[0]}: reads checkpoints along training and a picked one; "
+                         "give seeds = [...] (and a [validation] table)")
     report = raw.get("report") or {}
     _unknown(report, {"title"}, "report.")
     title = str(raw.get("title", path.stem))
     return StudySpec(str(path), title, raw.get("base_model", "smollm2-135m"), common["dtype"], common["device"],
-                     train, held_out, budget, methods, evaluations, str(report.get("title", title)))
+                     train, held_out, budget, methods, evaluations, str(report.get("title", title)), seeds,
+                     validation)
+
+
+def _seeds(raw: dict) -> tuple:
+    """`seeds = [0, 1, 2]`: distinct non-negative integers (then `seed` may not be given)."""
+    if "seeds" not in raw:
+        return ()
+    seeds = raw["seeds"]
+    if not isinstance(seeds, list) or not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0
+                                                       for s in seeds):
+        raise UsageError(f"seeds {seeds!r}: give a list of training seeds, non-negative integers, e.g. [0, 1, 2]")
+    if len(set(seeds)) != len(seeds):
+        raise UsageError(f"seeds {seeds}: each seed once")
+    if "seed" in raw:
+        raise UsageError("seed: give seeds = [...] or seed, not both")
+    return tuple(seeds)
+
+
+def _validation(raw: dict, train: dict, held: dict, seeded: bool) -> dict | None:
+    """The stopping rule's split: ValidationOptions' values plus the task it draws from."""
+    from evalkit.study.options import ValidationOptions
+
+    table = _typed(raw, "validation", {}, dict, "")
+    if not seeded:
+        if table:
+            raise UsageError("validation: the stopping rule picks among checkpoints of a seeded study; "
+                             "give seeds = [...]")
+        return None
+    opts = ValidationOptions.from_table(table, "validation.")
+    if opts.seed in (train["seed"], held["seed"]):
+        raise UsageError(f"validation.seed {opts.seed}: the validation split needs a seed of its own (training "
+                         f"{train['seed']}, held-out {held['seed']})")
+    return {**plain(asdict(opts)), "name": train["name"], "config": train["config"]}
+
+
+def saved_steps(opts) -> list[int]:
+    """The steps a trainer saves a checkpoint at: every save_every, and the last."""
+    count = opts.count
+    return sorted({*range(opts.save_every, count + 1, opts.save_every), count})
+
+
+def _control_checkpoints(methods: dict) -> None:
+    """The GRPO control (GRPO at ES-then-GRPO's GRPO step counts) needs GRPO checkpoints there."""
+    if not {"grpo", "es-grpo"} <= set(methods):
+        return
+    grpo, stage = methods["grpo"][0].opts, methods["es-grpo"][1].opts
+    missing = sorted(set(saved_steps(stage)) - set(saved_steps(grpo)))
+    if missing:
+        raise UsageError(f"methods.grpo.save_every {grpo.save_every}: the GRPO control at ES-then-GRPO's GRPO "
+                         f"steps needs a GRPO checkpoint at step {missing[0]} (GRPO saves at "
+                         f"{', '.join(map(str, saved_steps(grpo)))}); give a save_every that divides it")
 
 
 def _unknown(table: dict, known: set, prefix: str) -> None:
@@ -321,10 +400,29 @@ def _evaluations(table: dict) -> dict:
         prefix = f"evaluations.{name}."
         if not isinstance(options, dict):
             raise UsageError(f"evaluations.{name}: expected a table of options")
+        if name == "forgetting":
+            options = _mc_files(options, prefix)
         opts = _evaluator(name).from_table(options, prefix, allowed=set(EVALUATIONS[name]))
         # the study's keys with the class's values (its defaults where the file is silent)
-        out[name] = {key: plain(getattr(opts, _field(opts, key))) for key in EVALUATIONS[name]}
+        values = {key: plain(getattr(opts, _field(opts, key))) for key in EVALUATIONS[name]}
+        added = ADDED_KEYS.get(name, {})
+        out[name] = {k: v for k, v in values.items() if not (k in added and v == added[k])}
     return out
+
+
+def _mc_files(options: dict, prefix: str) -> dict:
+    """forgetting's `mc_files = {name = "path.jsonl"}` as ForgettingOptions holds it, each file there."""
+    files = options.get("mc_files")
+    if files is None:
+        return options
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        raise UsageError(f'{prefix}mc_files: give a table of benchmark name = "file.jsonl", e.g. '
+                         'mc_files = { facts = "studies/data/facts-mc.jsonl" }')
+    for name, file in files.items():
+        if not Path(file).is_file():
+            raise UsageError(f"{prefix}mc_files.{name} {file}: no such file (read from the folder the command "
+                             "runs in)")
+    return {**options, "mc_files": tuple((name, file) for name, file in files.items())}
 
 
 def _evaluator(name: str):
@@ -333,9 +431,11 @@ def _evaluator(name: str):
     from evalkit.forgetting.runner import ForgettingOptions
     from evalkit.interpolate import InterpolateOptions
     from evalkit.options import EntropyOptions, GroupsOptions, LengthOptions, PasskOptions
+    from evalkit.study.options import SparsityOptions
 
     return {"passk": PasskOptions, "entropy": EntropyOptions, "length": LengthOptions, "groups": GroupsOptions,
-            "diff": DiffOptions, "forgetting": ForgettingOptions, "interpolate": InterpolateOptions}[name]
+            "diff": DiffOptions, "forgetting": ForgettingOptions, "interpolate": InterpolateOptions,
+            "curves": PasskOptions, "passk-nucleus": PasskOptions, "sparsity": SparsityOptions}[name]
 
 
 def _field(opts, key: str) -> str:

@@ -53,7 +53,11 @@ def identity_hash(identity: dict) -> str:
 
 
 def plan(spec: StudySpec) -> list[Stage]:
-    """Every stage of the study, in the order they run."""
+    """Every stage of the study, in the order they run (a study with `seeds`: evalkit.study.seeded)."""
+    if spec.seeds:
+        from evalkit.study.seeded import plan_seeded
+
+        return plan_seeded(spec)
     stages = [_heldout(spec)]
     stages += [_train(spec, name) for name in spec.methods]
     models = ["base", *spec.methods]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 from evalkit.errors import UsageError
 from evalkit.tasks.base import Problem, Task, TaskSpec
@@ -43,6 +44,16 @@ def build(size: int, seed: int, config: dict) -> Task:
         problems.append(Problem(f"arith-{seed}-{i}", prompt, str(sum(numbers))))
     spec = TaskSpec("arith", "math", size, seed, json.dumps(config, sort_keys=True), prompt_version=PROMPT_VERSION)
     return Task(spec, tuple(problems))
+
+
+QUESTION = re.compile(r"What is (\d+(?: \+ \d+)*)\? Answer with just the number\.")
+
+
+def operands(question: str) -> tuple[int, ...] | None:
+    """The numbers an arith question adds, or None when it is not one (`13 + 14` and `14 + 13`
+    ask the same: a study compares questions by their sorted operands)."""
+    match = QUESTION.fullmatch(question.strip())
+    return tuple(int(x) for x in match.group(1).split(" + ")) if match else None
 
 
 def _positive_int(config: dict, key: str, default: int) -> int:
