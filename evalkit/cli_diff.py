@@ -34,17 +34,19 @@ def diff(
     EVALKIT_DIFF_KERNEL=auto|c|numba|numpy chooses.
     """
     from evalkit.console import bytes_progress, print_diff
-    from evalkit.diff import diff_checkpoints, write_outputs
+    from evalkit.diff import diff_checkpoints, output_files
     from evalkit.errors import UsageError
-    from evalkit.rundir import check_writable
+    from evalkit.outdir import claimed
 
     opts = build(DiffOptions, given).validate()
-    check_writable(out)  # before the work: a finished diff is never lost to a bad --out
     if len(models) not in (2, 3):
         raise UsageError(f"got {len(models)} checkpoints: give BASE OTHER, or BASE A B")
-    with bytes_progress("diff") as progress:
-        result = diff_checkpoints(list(models), opts, progress=progress)
-    written = write_outputs(result, out) if out is not None else []  # results first, then the tables
+    # --out claimed before the work (locked, never a user's files); a result it cannot take after
+    # the work is kept in a sibling folder, named in the error
+    with claimed(out, "diff", {"models": list(models), "options": opts.identity()}) as folder:
+        with bytes_progress("diff") as progress:
+            result = diff_checkpoints(list(models), opts, progress=progress)
+        written = folder.publish(output_files(result)) if folder is not None else []  # results first
     print_diff(result.summary, top)
     for path in written:
         typer.echo(f"wrote {path}")

@@ -57,7 +57,7 @@ from evalkit.options import Options, option
 from metrics import weights as W
 
 __all__ = ["Checkpoint", "DiffOptions", "DiffResult", "read_header", "open_checkpoint",
-           "diff_checkpoints", "write_outputs"]
+           "diff_checkpoints", "output_files", "write_outputs"]
 
 # config.json keys that must agree; a resized vocabulary is a listed shape mismatch instead
 ARCH_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size",
@@ -423,7 +423,7 @@ def _row(entry: TensorEntry, label: str, kind: str, layer, stats: dict, rank) ->
 
 
 def _rank_summary(rows: list[dict]) -> dict | None:
-    ranked = [r for r in rows if "rank_ratio" in r]
+    ranked = [r for r in rows if r.get("rank_ratio") is not None]  # an empty matrix has no ratio
     if not ranked:
         return None
     ratios = np.array([r["rank_ratio"] for r in ranked])
@@ -477,18 +477,24 @@ def _summary(cps, labels, opts, groups, ov_groups, rows, problems) -> dict:
     return summary
 
 
-def write_outputs(result: DiffResult, out: Path) -> list[Path]:
-    """diff.json, tensors.csv (one row per tensor and update), overlap.csv (three-way)."""
+def output_files(result: DiffResult) -> dict[str, str]:
+    """diff.json, tensors.csv (one row per tensor and update), overlap.csv (three-way), by name."""
+    import json
+
     import pandas as pd
 
-    from evalkit.jsonio import plain_json, write_atomic, write_json_atomic
+    from evalkit.jsonio import plain_json
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "diff.json", plain_json(result.summary))
-    written = [out / "diff.json"]
+    files = {"diff.json": json.dumps(plain_json(result.summary), indent=2, default=str, allow_nan=False) + "\n"}
     for name, rows in (("tensors.csv", result.tensors), ("overlap.csv", result.overlaps)):
         if rows:
-            write_atomic(out / name, lambda fh, rows=rows: pd.DataFrame(rows).to_csv(fh, index=False))
-            written.append(out / name)
-    return written
+            files[name] = pd.DataFrame(rows).to_csv(index=False)
+    return files
+
+
+def write_outputs(result: DiffResult, out: Path) -> list[Path]:
+    """The diff's files into `out` under evalkit.outdir's contract (locked, never a user's files)."""
+    from evalkit.outdir import OutputFolder
+
+    with OutputFolder.claim(Path(out), "diff") as folder:
+        return folder.publish(output_files(result))

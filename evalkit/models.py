@@ -42,8 +42,12 @@ class ModelRef:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit"
-    return Path(root)
+    """$EVALKIT_CACHE, else ~/.cache/evalkit: where the built-in model's conversion and the diff
+    kernels are kept. A path that is a file is one line, not a traceback."""
+    root = Path(os.environ.get("EVALKIT_CACHE") or Path.home() / ".cache" / "evalkit")
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"EVALKIT_CACHE={root}: a file, not a folder; point it at a folder (or unset it)")
+    return root
 
 
 def resolve_model(name: str) -> ModelRef:
@@ -139,16 +143,37 @@ def _convert_gguf(folder: Path, gguf_name: str, target: Path) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "evalkit_source.json").write_text(json.dumps({"gguf": str(folder / gguf_name)}))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():  # a half-written folder from an earlier crash
-        import shutil
+    import shutil
 
-        shutil.rmtree(target)
-    os.replace(tmp, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(target.name + ".tmp*"):  # left by a conversion killed mid-save
+        pid = stale.name.rsplit(".tmp", 1)[-1]
+        if not (pid.isdigit() and _alive(int(pid))):
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "evalkit_source.json").write_text(json.dumps({"gguf": str(folder / gguf_name)}))
+        if target.exists() and not (target / "model.safetensors").is_file():  # half-written by an old evalkit
+            shutil.rmtree(target)
+        try:
+            os.replace(tmp, target)
+        except OSError:  # another process finished the same conversion first: keep its copy
+            if not (target / "model.safetensors").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def identity(ref: ModelRef, dtype: str) -> dict:

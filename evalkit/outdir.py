@@ -43,8 +43,8 @@ __all__ = ["OutputFolder", "claimed", "computed_into", "MARK", "probe_out", "MIN
 MARK = ".evalkit-outputs.json"
 MIN_FREE = 1 << 20  # bytes free below which a folder is refused before the work (the first write)
 
-# kind -> (patterns of its files, the main file of a folder written before the mark, a test of it)
-LEGACY: dict[str, tuple[tuple[str, ...], str, Callable[[Path], bool]]] = {}
+# kind -> (patterns of its files, ((a main file of a folder written before the mark, a test of it), ...))
+LEGACY: dict[str, tuple[tuple[str, ...], tuple[tuple[str, Callable[[Path], bool]], ...]]] = {}
 
 
 def _json_with(key: str, value: str | None = None) -> Callable[[Path], bool]:
@@ -75,14 +75,15 @@ def _journal_header(path: Path) -> bool:
 
 
 LEGACY.update({
-    "report": (("index.html", "report.md", "figures/*.png", "tables/*.csv"), "index.html", _report_page),
-    "diff": (("diff.json", "tensors.csv", "overlap.csv"), "diff.json", _json_with("tensors")),
-    "entropy": (("entropy.json", "entropy_*.csv"), "entropy.json", _json_with("command", "entropy")),
-    "length": (("length.json", "length_*.csv"), "length.json", _json_with("command", "length")),
-    "groups": (("groups.json", "groups_*.csv"), "groups.json", _json_with("command", "groups")),
-    "traces": (("traces.json", "traces_*.csv"), "traces.json", _json_with("per_trace")),
-    "tokens": (("tokens.json", "tokens_*.csv"), "tokens.json", _json_with("most_divergent")),
-    "forgetting": (("forgetting.json", "items.jsonl", "journal.jsonl"), "journal.jsonl", _journal_header),
+    "report": (("index.html", "report.md", "figures/*.png", "tables/*.csv"), (("index.html", _report_page),)),
+    "diff": (("diff.json", "tensors.csv", "overlap.csv"), (("diff.json", _json_with("kind", "diff")),)),
+    "entropy": (("entropy.json", "entropy_*.csv"), (("entropy.json", _json_with("command", "entropy")),)),
+    "length": (("length.json", "length_*.csv"), (("length.json", _json_with("command", "length")),)),
+    "groups": (("groups.json", "groups_*.csv"), (("groups.json", _json_with("command", "groups")),)),
+    "traces": (("traces.json", "traces_*.csv"), (("traces.json", _json_with("kind", "traces")),)),
+    "tokens": (("tokens.json", "tokens_*.csv"), (("tokens.json", _json_with("kind", "tokens")),)),
+    "forgetting": (("forgetting.json", "items.jsonl", "journal.jsonl"),
+                   (("journal.jsonl", _journal_header), ("forgetting.json", _json_with("verdict")))),
 })
 
 
@@ -186,8 +187,8 @@ class OutputFolder:
                              "evalkit outputs, or use another --out")
         known = {f for entry in mark["outputs"].values() for f in entry.get("files", [])}
         legacy = {k: v for k, v in LEGACY.items() if k not in mark["outputs"]}
-        for name, (patterns, main, test) in legacy.items():  # a folder written before the mark
-            if (out / main).is_file() and test(out / main):
+        for name, (patterns, mains) in legacy.items():  # a folder written before the mark
+            if any((out / main).is_file() and test(out / main) for main, test in mains):
                 files = [e for e in _entries(out) if any(fnmatch.fnmatch(e, p) for p in patterns)]
                 mark["outputs"][name] = {"files": files, "state": "done", "identity": {}}
                 known |= set(files)

@@ -310,11 +310,13 @@ def concentration(hist_count: np.ndarray, hist_sq: np.ndarray, q: float | tuple,
 def update_rank(d2: np.ndarray) -> dict:
     """`matrix_rank(delta) / min(shape)` for a 2-D update (Mukherjee et al. 2025).
 
-    numpy's default tolerance: `S.max() * max(shape) * eps(dtype)`; a zero update has rank 0.
+    numpy's default tolerance: `S.max() * max(shape) * eps(dtype)`; a zero update has rank 0, and
+    an empty matrix (a dimension of 0) rank 0 with no ratio (None).
     """
     assert d2.ndim == 2
-    rank = int(np.linalg.matrix_rank(d2)) if np.any(d2) else 0
-    return {"rank": rank, "min_dim": min(d2.shape), "rank_ratio": rank / min(d2.shape)}
+    rank = int(np.linalg.matrix_rank(d2)) if d2.size and np.any(d2) else 0
+    low = min(d2.shape)
+    return {"rank": rank, "min_dim": low, "rank_ratio": rank / low if low else None}
 
 
 def new_overlap() -> dict:

@@ -70,6 +70,7 @@ def _fill(args, world, out):
 
 FOREIGN = [
     (["report", "{run}", "--out", "{out}"], "which is not an evalkit output"),
+    (["diff", "{model}", "{model}", "--out", "{out}"], "which is not an evalkit output"),
     (["entropy", "{run}", "--out", "{out}"], "which is not an evalkit output"),
     (["length", "{run}", "--out", "{out}"], "which is not an evalkit output"),
     (["groups", "{run}", "--out", "{out}"], "which is not an evalkit output"),
@@ -336,6 +337,23 @@ def test_a_result_that_cannot_be_written_after_the_work_is_kept_beside_it(world,
     assert json.loads((rescued / "length.json").read_text())["command"] == "length"
 
 
+def test_a_finished_diff_is_kept_when_its_out_cannot_take_it(world, tmp_path, monkeypatch):
+    import evalkit.outdir as outdir
+
+    real = outdir._write_files
+
+    def removed_during_the_work(folder, files):
+        if folder.name == "d":
+            raise OSError(30, "Read-only file system")
+        return real(folder, files)
+
+    monkeypatch.setattr(outdir, "_write_files", removed_during_the_work)
+    result = runner.invoke(app, ["diff", world["model"], world["model"], "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "Read-only file system" in result.output, result.output
+    rescued = next(tmp_path.glob("d.rescued-*"))
+    assert json.loads((rescued / "diff.json").read_text())["kind"] == "diff" and (rescued / "tensors.csv").is_file()
+
+
 def test_a_command_that_fails_before_its_work_leaves_no_folder(world, tmp_path):
     out = tmp_path / "new" / "report"
     _refused(["report", str(tmp_path / "nothing-here"), "--out", str(out)], "no usable input", tmp_path)
@@ -403,3 +421,58 @@ def test_a_study_killed_in_its_report_stage_resumes_to_the_same_report(tmp_path,
         return {k: v.replace(str(root).encode(), b"STUDY") for k, v in snapshot(root / "report").items()}
 
     assert files(out) == files(whole)
+
+
+LEGACY_FOLDERS = [("study/diff/es", "diff"), ("study/entropy", "entropy"), ("study/length", "length"),
+                  ("study/groups", "groups"), ("study/report", "report"), ("study/forgetting/es", "forgetting"),
+                  ("diagnostics/traces-base-on-grpo", "traces"),
+                  ("diagnostics/tokens-grpo-teacher-base-student", "tokens")]
+
+
+@pytest.mark.parametrize(("folder", "kind"), LEGACY_FOLDERS, ids=[k for _, k in LEGACY_FOLDERS])
+def test_output_folders_written_before_the_mark_are_recognised_as_evalkits(tmp_path, folder, kind):
+    """The committed results' output folders (no .evalkit-outputs.json) are the command's own:
+    a rerun replaces them instead of refusing them as a user's."""
+    from evalkit.outdir import OutputFolder
+
+    copy = Path(shutil.copytree(Path(__file__).parents[1] / "results" / folder, tmp_path / "f"))
+    claim = OutputFolder.claim(copy, kind)
+    claim.release()
+    (copy / "notes.txt").write_text("mine")
+    with pytest.raises(Exception, match="notes.txt, which is not an evalkit output"):
+        OutputFolder.claim(copy, kind)
+
+
+def test_a_cache_that_is_a_file_is_one_line(world, tmp_path, monkeypatch):
+    (tmp_path / "cache").write_text("not a folder")
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path / "cache"))
+    _refused(["passk", "smollm2-135m", *FAST, "--out", str(tmp_path / "o")], "EVALKIT_CACHE=", tmp_path)
+
+
+@pytest.mark.slow
+def test_a_conversion_killed_mid_save_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
+    """The built-in model's one-time conversion into a fresh cache, after one killed mid-save
+    (its `smollm2-135m.tmp<pid>` of a process that is gone): the leftover is removed."""
+    from evalkit.models import resolve_model
+
+    monkeypatch.setenv("EVALKIT_CACHE", str(tmp_path))
+    stale = tmp_path / "smollm2-135m.tmp999999999"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"half")
+    ref = resolve_model("smollm2-135m")
+    assert (Path(ref.path) / "model.safetensors").stat().st_size > 100_000_000
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["smollm2-135m"]
+
+
+def test_a_zero_size_tensor_under_rank_is_counted_not_a_crash(tmp_path):
+    import numpy as np
+    from helpers.checkpoints import save
+
+    values = {"model.embed_tokens.weight": np.ones((64, 16), np.float32), "model.extra.weight": np.zeros((0, 16), np.float32),
+              "model.norm.weight": np.ones((16,), np.float32)}
+    a = save(tmp_path / "a", values, "F32")
+    b = save(tmp_path / "b", {k: v + 0.5 for k, v in values.items()}, "F32")
+    result = runner.invoke(app, ["diff", str(a), str(b), "--rank", "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    rows = (tmp_path / "d" / "tensors.csv").read_text().splitlines()
+    assert any(row.startswith("model.extra.weight") for row in rows[1:])

@@ -17,6 +17,7 @@ unrecognised becomes a problem entry (path, why) and the rest goes on.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -170,6 +171,8 @@ def _foreign_log(found: Found, folder: Path) -> bool:
     trainer_state.json; evalkit.trainlogs) in a folder holding no evalkit output: a Trainer."""
     from evalkit.trainlogs import find_training_log, read_training_log
 
+    if re.fullmatch(r"step-\d{6}", folder.name) and (folder.parent / "run.json").is_file():
+        return False  # an evalkit trainer's checkpoint: its trainer_state.json is evalkit's own
     log = find_training_log(folder)
     if log is None or log.name == "metrics.jsonl" or (folder.resolve(), "run") in found.seen:
         return False

@@ -74,10 +74,12 @@ class RayChunks:
     def __init__(self, ref, opts: PasskOptions, device: str, *, workers: int, address: str | None = None):
         from transformers import AutoTokenizer
 
+        from evalkit.models import tokenizer_folder
+
         self.ray, self.started = start_ray(address, max(os.cpu_count() or 1, workers * opts.threads))
         self.args = (ref, opts, device)
         self.resources = {"num_cpus": opts.threads, "num_gpus": 0 if device.startswith("cpu") else 1}
-        self.tokenizer = AutoTokenizer.from_pretrained(ref.path)
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder(ref))  # any checkpoint format
         self.sampling = sampling_config(opts).effective()
         self.extra: dict = {}
         self.replacements = 0
