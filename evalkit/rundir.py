@@ -15,6 +15,7 @@ through `evalkit.records.upgrade`, so folders of older versions resume.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -32,7 +33,8 @@ from evalkit.jsonio import (
 from evalkit.locks import LOCK, FolderLock
 from evalkit.records import SCHEMA_VERSION, upgrade
 
-__all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "check_writable", "read_settings", "refuse_if_different"]
+__all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "check_writable", "discarded_if_unused", "read_settings",
+           "refuse_if_different"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
 RUN_KINDS = ("passk", "train-", "interpolate")  # every run.json evalkit writes has a `kind` starting so
@@ -93,12 +95,7 @@ class RunDir:
     def _holds_no_work(self) -> bool:
         """Nothing but run.json, the lock and empty files: a start that failed before any work
         (a bad model, a killed start), which another command may take over."""
-        for entry in self.path.iterdir():
-            if entry.name in (SETTINGS, LOCK):
-                continue
-            if not entry.is_file() or entry.stat().st_size > 0:
-                return False
-        return True
+        return _no_work(self.path)
 
     def _set_aside_corrupt_lines(self) -> int:
         path = self.path / SAMPLES
@@ -120,6 +117,36 @@ class RunDir:
         path = self.path / SUMMARY
         write_json_atomic(path, summary)
         return path
+
+
+def discarded_if_unused(run_fn):
+    """Wrap a trainer `run_fn(opts, out, ...)`: when it fails (a model that does not load, Ctrl-C
+    before the first step) and `out` did not exist before, the folder it made is removed as long as
+    it holds no work (its settings, its lock and empty logs only): nothing is left behind."""
+    import functools
+    import shutil
+
+    @functools.wraps(run_fn)
+    def wrapper(opts, out, *args, **kwargs):
+        existed = os.path.lexists(out)
+        try:
+            return run_fn(opts, out, *args, **kwargs)
+        except BaseException:
+            folder = Path(out)
+            if not existed and folder.is_dir() and _no_work(folder):
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+    return wrapper
+
+
+def _no_work(folder: Path) -> bool:
+    for entry in folder.iterdir():
+        if entry.name in (SETTINGS, LOCK):
+            continue
+        if not entry.is_file() or entry.stat().st_size > 0:
+            return False
+    return True
 
 
 def read_settings(path: Path) -> dict:

@@ -476,3 +476,15 @@ def test_a_zero_size_tensor_under_rank_is_counted_not_a_crash(tmp_path):
     assert result.exit_code == 0, result.output
     rows = (tmp_path / "d" / "tensors.csv").read_text().splitlines()
     assert any(row.startswith("model.extra.weight") for row in rows[1:])
+
+
+def test_a_trainer_whose_model_fails_to_load_leaves_no_folder(world, tmp_path):
+    """The weights fail only when loaded (after the run folder was opened): the folder it made,
+    holding no work, is removed again."""
+    broken = Path(shutil.copytree(world["model"], tmp_path / "broken"))
+    (broken / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not a header at all}")
+    for trainer in (["es", "--population", "2", "--iterations", "1"], ["grpo", "--steps", "1"]):
+        out = tmp_path / f"run-{trainer[0]}"
+        result = runner.invoke(app, ["train", *trainer, "--model", str(broken), "--device", "cpu", "--out", str(out)])
+        assert result.exit_code == 2 and result.output.startswith("error:"), result.output
+        assert not out.exists(), sorted(p.name for p in out.iterdir())

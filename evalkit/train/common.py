@@ -31,6 +31,7 @@ from typing import ClassVar
 from evalkit.errors import UsageError
 from evalkit.jsonio import write_json_atomic
 from evalkit.options import GradingOptions, ModelOptions, ScaleOptions, TaskOptions, option
+from evalkit.rundir import discarded_if_unused
 from evalkit.sampling import derive_seed
 from evalkit.trainlogs import REPORT_TO, check_report_to
 
@@ -312,6 +313,7 @@ def make_optimizer(model, opts):
                              weight_decay=opts.weight_decay, foreach=False)
 
 
+@discarded_if_unused
 def gradient_run(opts, out: Path, kind: str, steps: int, prepare, *, progress=None) -> Start:
     """The loop the gradient trainers share (GRPO, distillation): set up or resume the run folder,
     load the policy and its AdamW state, then for each step `step_fn(step, grader, optimizer) ->

@@ -47,6 +47,7 @@ from typing import ClassVar
 
 from evalkit.errors import UsageError
 from evalkit.options import option
+from evalkit.rundir import discarded_if_unused
 from evalkit.train.common import TrainOptions
 
 __all__ = [
@@ -367,6 +368,7 @@ def iteration_record(step: int, rewards, samples, residual: int, fixups: int) ->
     }
 
 
+@discarded_if_unused
 def run_es(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> dict:
     """Run (or resume) ES in this process into `out`; returns the summary written to
     summary.json. `evalkit.train.run_es` picks this or the Ray runner (evalkit.train.es_ray)."""

@@ -39,6 +39,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from evalkit.rundir import discarded_if_unused
 from evalkit.scale import ray_get, start_ray
 from evalkit.scale.ray_passk import default_threads
 from evalkit.train.es import (
@@ -287,6 +288,7 @@ def es_record(step: int, seeds: list[int], members: list[dict]) -> dict:
                             sum(m["residual"] for m in members), sum(m["fixups"] for m in members))
 
 
+@discarded_if_unused
 def run_es_ray(opts: ESOptions, out: Path, *, progress: Callable | None = None) -> dict:
     """`run_es` with population members evaluated on `opts.ray_workers` Ray actors (joining
     `opts.ray_address` when given; `opts.threads` each, default cores // workers); same run
