@@ -321,3 +321,192 @@ def _accuracies(row: dict) -> str:
 
 def _num(value) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+# ---------------------------------------------------------------- seeded studies (issue 29)
+#
+# Verdict words, each claim's rule below and a test each in tests/test_findings_v2.py:
+#   supported          the claim's strong form holds, every interval on its side of 0
+#   partly supported   the direction holds (ES ahead of GRPO where the claim says so), its strong form does not
+#   contradicted       the interval says the opposite of the claim
+#   inconclusive       the deciding interval holds 0: the study could not tell; `detectable` is its half
+#                      width, roughly the smallest effect it could have told from zero
+#   not tested         the measurement could not be made (missing, at the floor, or all-zero updates)
+
+VERDICTS = ("supported", "partly supported", "contradicted", "inconclusive", "not tested")
+FORGETTING_MARGIN = 0.05  # a loss smaller than this (accuracy) is "no forgetting"
+FLOOR = 0.2  # a benchmark the base scores below max(FLOOR, chance) has nothing to lose
+
+
+def side(row: dict | None) -> int | None:
+    """+1 / -1 when the interval lies above / below 0, 0 when it holds 0, None when missing."""
+    if row is None:
+        return None
+    return 1 if row["ci_low"] > 0 else -1 if row["ci_high"] < 0 else 0
+
+
+def half_width(row: dict | None) -> float | None:
+    return None if row is None else (row["ci_high"] - row["ci_low"]) / 2
+
+
+def coverage_verdict(es_grpo: dict | None, grpo_base: dict | None, es_base: dict | None) -> tuple[str, str]:
+    """On pass@k above the chance floor at the largest k where the base clears it."""
+    rule = ("ES - GRPO below 0: contradicted; ES - GRPO above 0 with GRPO - base below 0 and ES - base not: "
+            "supported; ES - GRPO above 0 otherwise: partly supported; ES - GRPO holding 0: inconclusive; no k "
+            "where the base clears its floor: not tested")
+    signs = side(es_grpo), side(grpo_base), side(es_base)
+    if None in signs:
+        return "not tested", rule
+    d, g, e = signs
+    if d < 0:
+        return "contradicted", rule
+    if d > 0:
+        return ("supported" if g < 0 and e >= 0 else "partly supported"), rule
+    return "inconclusive", rule
+
+
+def entropy_verdict(es_base: dict | None, grpo_base: dict | None, grpo_es: dict | None) -> tuple[str, str]:
+    rule = ("GRPO - base below 0 and ES - base not: supported; both below 0 and GRPO - ES below 0: partly "
+            "supported; GRPO - base above 0, or GRPO - ES above 0: contradicted; else inconclusive")
+    e, g, d = side(es_base), side(grpo_base), side(grpo_es)
+    if None in (e, g, d):
+        return "not tested", rule
+    if g < 0 and e >= 0:
+        return "supported", rule
+    if g < 0 and e < 0 and d < 0:
+        return "partly supported", rule
+    if g > 0 or d > 0:
+        return "contradicted", rule
+    return "inconclusive", rule
+
+
+def sparsity_verdict(sparser: list | None, concentrated: list | None) -> tuple[str, str]:
+    """`sparser`: per bf16 run, ES changed a smaller share of bf16 weights than GRPO;
+    `concentrated`: per seed, ES's top-1% share above GRPO's at matched norm."""
+    rule = ("ES sparser in bf16 and more concentrated at matched norm in every seed: supported; one of the two: "
+            "partly supported; neither: contradicted; seeds disagreeing: inconclusive; no bf16 run or matched pair: "
+            "not tested")
+    if not sparser or not concentrated:
+        return "not tested", rule
+    a, b = (all(x) if len(set(x)) == 1 else None for x in (sparser, concentrated))
+    if a is None or b is None:
+        return "inconclusive", rule
+    return ("supported" if a and b else "partly supported" if a or b else "contradicted"), rule
+
+
+def forgetting_verdict(es_base: dict | None, es_grpo: dict | None, informative: bool) -> tuple[str, str]:
+    rule = (f"on a benchmark the base scores at least max({FLOOR}, chance) on: ES - base below 0 with ES - GRPO "
+            f"above 0: partly supported; below 0 otherwise: contradicted; its lower bound above -{FORGETTING_MARGIN}: "
+            "supported; else inconclusive; no such benchmark: not tested")
+    if not informative or es_base is None:
+        return "not tested", rule
+    if side(es_base) < 0:
+        return ("partly supported" if side(es_grpo) == 1 else "contradicted"), rule
+    if es_base["ci_low"] > -FORGETTING_MARGIN:
+        return "supported", rule
+    return "inconclusive", rule
+
+
+def sequence_verdict(minus_es: dict | None, minus_grpo: dict | None, minus_control: dict | None) -> tuple[str, str]:
+    rule = ("ES-then-GRPO - ES and - GRPO (same total budget) both above 0: supported; above ES and above the GRPO "
+            "control (same GRPO steps) only: partly supported; either of the first two below 0: contradicted; else "
+            "inconclusive")
+    a, b, c = side(minus_es), side(minus_grpo), side(minus_control)
+    if a is None or b is None:
+        return "not tested", rule
+    if a > 0 and b > 0:
+        return "supported", rule
+    if a < 0 or b < 0:
+        return "contradicted", rule
+    if a > 0 and c == 1:
+        return "partly supported", rule
+    return "inconclusive", rule
+
+
+def write_seeded_findings(root: Path, out: Path) -> dict:
+    """findings.json and findings.md of a seeded study (analyses.study_seeded's figures, these rules)."""
+    from analyses.study_seeded import seeded_figures
+    from analyses.study_tables import seeded_markdown
+    from evalkit.jsonio import plain_json, write_atomic, write_json_atomic
+
+    figures = seeded_figures(Path(root))
+    result = plain_json({"kind": "study-findings", "seeded": True, "verdicts": list(VERDICTS),
+                         "claims": seeded_claims(figures), "figures": figures})
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "findings.json", result)
+    write_atomic(out / "findings.md", lambda fh: fh.write(seeded_markdown(result)))
+    return result
+
+
+def seeded_claims(f: dict) -> list[dict]:
+    return [_coverage_claim(f), _entropy_claim(f), _sparsity_claim(f), _forgetting_claim(f), _sequence_claim(f)]
+
+
+def _claim(name: str, statement: str, verdict_rule: tuple, deciding: dict | None, **figures) -> dict:
+    verdict, rule = verdict_rule
+    return {"claim": name, "statement": statement, "verdict": verdict, "rule": rule,
+            "detectable": half_width(deciding) if verdict == "inconclusive" else None, **figures}
+
+
+def _coverage_claim(f: dict) -> dict:
+    rows = {}
+    for kind, cov in f["coverage"].items():
+        k = cov["k_clear"]
+        d = cov["differences"]
+        pick = (lambda name, k=k, d=d: (d.get(name) or {}).get(k) if k is not None else None)  # noqa: E731
+        rows[kind] = {"k": k, "sampling": cov["sampling"], "es - grpo": pick("es - grpo"),
+                      "grpo - base": pick("grpo - base"), "es - base": pick("es - base"),
+                      "verdict": coverage_verdict(pick("es - grpo"), pick("grpo - base"), pick("es - base"))[0]}
+    kind = "passk-nucleus" if "passk-nucleus" in rows else "passk" if "passk" in rows else None
+    main = rows.get(kind) or {}
+    verdict = coverage_verdict(main.get("es - grpo"), main.get("grpo - base"), main.get("es - base"))
+    return _claim("coverage", "ES keeps pass@k at large k where GRPO narrows it", verdict, main.get("es - grpo"),
+                  setting=kind, settings=rows, unit="pass@k minus its placebo floor, at the largest k where the "
+                                                   "base clears its floor")
+
+
+def _entropy_claim(f: dict) -> dict:
+    e = f.get("entropy") or {}
+    d = e.get("differences", {})
+    verdict = entropy_verdict(d.get("es - base"), d.get("grpo - base"), d.get("grpo - es"))
+    return _claim("entropy", "GRPO collapses token entropy and ES does not", verdict, d.get("grpo - base"),
+                  differences=d, unit=e.get("unit"))
+
+
+def _sparsity_claim(f: dict) -> dict:
+    s = f.get("sparsity") or {}
+    bf16 = s.get("bf16") or {}
+    sparser = ([bf16["es"]["changed_frac_bits"] < bf16["grpo"]["changed_frac_bits"]]
+               if {"es", "grpo"} <= set(bf16) else None)
+    concentrated = []
+    for row in (s.get("matched") or {}).values():
+        if row["matched"] is None:
+            continue
+        q = row["qs"].index(0.01) if 0.01 in row["qs"] else 0
+        concentrated.append(row["top_share"]["es"][q] > row["top_share"]["grpo"][q])
+    return _claim("sparsity", "ES updates are sparse and concentrated", sparsity_verdict(sparser, concentrated or None),
+                  None, bf16=bf16, matched=s.get("matched"), picked_fp32=s.get("picked_fp32"))
+
+
+def _forgetting_claim(f: dict) -> dict:
+    fg = f.get("forgetting") or {}
+    best = None
+    for name, b in (fg.get("benchmarks") or {}).items():
+        floor = max(FLOOR, b.get("chance") or 0.0)
+        if b["base_accuracy"] >= floor and "es" in b["arms"]:
+            best = (name, b, floor)
+            break
+    if best is None:
+        return _claim("forgetting", "ES does not forget what it was not trained on",
+                      forgetting_verdict(None, None, False), None, benchmarks=fg.get("benchmarks"), kl=fg.get("kl"))
+    name, b, floor = best
+    verdict = forgetting_verdict(b["arms"]["es"], b.get("es - grpo"), True)
+    return _claim("forgetting", "ES does not forget what it was not trained on", verdict, b["arms"]["es"],
+                  benchmark=name, floor=floor, benchmarks=fg.get("benchmarks"), kl=fg.get("kl"))
+
+
+def _sequence_claim(f: dict) -> dict:
+    s = f.get("sequence") or {}
+    verdict = sequence_verdict(s.get("es-grpo - es"), s.get("es-grpo - grpo"), s.get("es-grpo - grpo control"))
+    return _claim("es-grpo", "ES then GRPO beats either alone (pass@1, held out)", verdict, s.get("es-grpo - grpo"),
+                  differences=s)

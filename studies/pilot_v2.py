@@ -6,10 +6,13 @@ For each candidate generator configuration, the built-in base model samples n = 
 completions (T = 1, 32 new tokens) on 24 problems of the training generator (seed 0) and
 answers them greedily; the table gives pass@1, pass@4 and pass@16 with the placebo floor
 (each completion scored against other problems' answers, metrics.placebo), the distinct
-answers per problem and the greedy accuracy. The rule, fixed before the pilot ran: among
-the configurations whose base has greedy accuracy >= 0.10 and sampled pass@1 >= 0.03 (ES's
-greedy fitness and GRPO's groups of 8 need some correct answers to learn from), take the one
-with the largest gap pass@16 - placebo@16 (the room a narrowing could show in). The default
+answers per problem and the greedy accuracy. The rule: among the configurations whose base
+has greedy accuracy >= 0.10 and sampled pass@1 >= 0.03 (ES's greedy fitness and GRPO's groups
+of 8 need some correct answers to learn from), take the one with the lowest placebo@16 (the
+floor the study's k = 64 must stand clear of). The first version of the rule took the largest
+pass@16 - placebo@16 instead; it was changed after the default and max_operand 99 rows were in
+and before the others, because that gap favours the easiest task, whose floor is what the
+study has to get away from (both rules and the change are in pilot.md). The default
 configuration's row is computed from the first study's base run (results/study/passk/base:
 80 held-out problems x 16 samples, the same sampling), so it is not sampled again. Writes
 `pilot.jsonl` (one line per configuration) and `pilot.md` (the table and the pick).
@@ -81,7 +84,7 @@ def row(name: str, config: dict, run, answers: dict, greedy: float) -> dict:
 
 def pick(rows: list[dict]) -> dict | None:
     ok = [r for r in rows if r["greedy"] >= 0.10 and r["pass"]["1"] >= 0.03]
-    return max(ok, key=lambda r: r["pass"]["16"] - r["placebo"]["16"], default=None)
+    return min(ok, key=lambda r: r["placebo"]["16"], default=None)
 
 
 def table(rows: list[dict]) -> str:
@@ -95,8 +98,10 @@ def table(rows: list[dict]) -> str:
                      f"{r['distinct_answers_per_problem']:.1f} | {r['key_agreement']:.3f} |")
     chosen = pick(rows)
     lines.append("")
-    lines.append("Rule: greedy >= 0.10 and pass@1 >= 0.03, then the largest pass@16 - placebo@16. "
-                 f"Picked: {chosen['name'] if chosen else 'none'}.")
+    lines.append("Rule: greedy >= 0.10 and pass@1 >= 0.03, then the lowest placebo@16. "
+                 f"Picked: {chosen['name'] if chosen else 'none'}. (The rule first read \"the largest pass@16 - "
+                 "placebo@16\"; it was changed after the default and max_operand 99 rows, before the others: that "
+                 "gap favours the easiest task, whose floor the study has to get away from.)")
     return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,451 @@
+"""The figures of a seeded study (evalkit.study.seeded), read from its folder only.
+
+    figures = seeded_figures(Path("results/study-v2"))   # analyses.study_findings turns them into verdicts
+
+Everything comes from the study's own files: study.json (the plan, the picked checkpoints, the
+stage times), data/heldout.jsonl (answers), the passk runs at the picked checkpoints (passk/,
+passk-nucleus/), the curve runs at every saved checkpoint (curves/), sparsity/, diff/ and
+forgetting/. Intervals are the two-level bootstrap over seeds, then problems (metrics.seeds,
+2000 replicates, seed 0); "per_seed" lists each seed's own figure.
+
+Each pass@k figure has its chance floor beside it (metrics.placebo: every completion scored
+against the answers of the other problems, same counts). "Above the floor" is pass@k minus
+placebo@k, per problem.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from analyses.runs import load_run
+
+__all__ = ["Study", "seeded_figures", "N_BOOT"]
+
+N_BOOT = 2000
+
+
+def _interval(values) -> dict:
+    """Two-level estimate and interval of values[seed, problem] (one column), per seed listed."""
+    from metrics.seeds import per_seed, two_level_bootstrap
+
+    est, low, high = two_level_bootstrap(values, n_boot=N_BOOT)
+    return {"difference": est, "ci_low": low, "ci_high": high, "per_seed": [r[0] for r in per_seed(values,
+                                                                                                     n_boot=200)],
+            "seeds": int(np.shape(values)[0]), "problems": int(np.shape(values)[1])}
+
+
+class Study:
+    """A seeded study folder: its record and its runs, loaded once each."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.state = json.loads((self.root / "study.json").read_text(encoding="utf-8"))
+        self.spec = self.state["spec"]
+        self.seeds = list(self.spec["seeds"])
+        self.methods = list(self.spec["methods"])
+        self._runs: dict = {}
+
+    def result(self, stage: str) -> dict | None:
+        record = self.state["stages"].get(stage) or {}
+        return record.get("result") if record.get("status") == "done" else None
+
+    @cached_property
+    def answers(self) -> dict:
+        lines = (self.root / "data" / "heldout.jsonl").read_text(encoding="utf-8").splitlines()
+        return {r["id"]: r["answer"] for r in map(json.loads, lines)}
+
+    @cached_property
+    def problems(self) -> list:
+        return list(self.answers)
+
+    def run(self, rel: str):
+        if rel not in self._runs:
+            self._runs[rel] = load_run(self.root / rel)
+        return self._runs[rel]
+
+    def run_of(self, kind: str, model: str, seed: int | None):
+        stage = f"{kind}-{model}" if seed is None else f"{kind}-{model}-s{seed}"
+        result = self.result(stage)
+        return self.run(result["run"]) if result else None
+
+    def table(self, run, ks) -> dict:
+        """Per problem (held-out order): pass@k [problem, k], placebo@k, entropy, answer keys."""
+        from metrics.passk import per_problem_passk
+        from metrics.placebo import answer_key, placebo_passk
+
+        s = run.samples
+        groups = {pid: g for pid, g in s.groupby("problem_id", sort=False)}
+        missing = [p for p in self.problems if p not in groups]
+        if missing:
+            raise ValueError(f"{run.path}: no samples for {missing[0]}")
+        keys = [[answer_key(x) if o in ("correct", "incorrect") else None
+                 for x, o in zip(groups[p]["extracted"], groups[p]["outcome"], strict=True)] for p in self.problems]
+        n = np.array([len(groups[p]) for p in self.problems])
+        c = np.array([int(groups[p]["correct"].sum()) for p in self.problems])
+        own = [answer_key(self.answers[p]) for p in self.problems]
+        tokens = [groups[p]["num_tokens"].to_numpy(float) for p in self.problems]
+        entropy = np.array([float(np.nansum(groups[p]["mean_entropy"].to_numpy(float) * t) / t.sum()) if t.sum()
+                            else np.nan for p, t in zip(self.problems, tokens, strict=True)])
+        return {"n": n, "c": c, "pass": per_problem_passk(n, c, ks), "placebo": placebo_passk(keys, own, ks),
+                "entropy": entropy, "keys": keys, "own": own}
+
+
+def seeded_figures(root: Path) -> dict:
+    """Every figure the seeded findings and report read (module docstring)."""
+    study = Study(root)
+    out = {"seeds": study.seeds, "methods": study.methods, "problems": len(study.problems),
+           "coverage": {}, "narrowing": {}}
+    for kind in ("passk", "passk-nucleus"):
+        if study.result(f"{kind}-base") is None:
+            continue
+        out["coverage"][kind], out["narrowing"][kind] = _coverage(study, kind)
+    out["entropy"] = _entropy(study)
+    out["curves"] = _curves(study)
+    out["stopping"] = _stopping(study)
+    out["budget"] = _budget(study)
+    out["sequence"] = _sequence(study)
+    out["forgetting"] = _forgetting(study)
+    out["sparsity"] = _sparsity(study)
+    return out
+
+
+# ---------------------------------------------------------------- coverage
+
+
+def _sampling(run) -> dict:
+    s = run.summary.get("sampling") or {}
+    return {k: s.get(k) for k in ("temperature", "top_p", "n", "max_new_tokens")}
+
+
+def _coverage(study: Study, kind: str) -> tuple[dict, dict]:
+    from metrics.passk import bootstrap_passk
+
+    base_run = study.run_of(kind, "base", None)
+    ks = sorted({int(r["k"]) for r in base_run.summary.get("pass_at_k", [])})
+    base = study.table(base_run, ks)
+    above0 = base["pass"] - base["placebo"]
+    low, _ = bootstrap_passk(above0, n_boot=N_BOOT)
+    clear = [k for k, lo in zip(ks, low, strict=True) if lo > 0]
+    figures = {"ks": ks, "sampling": _sampling(base_run), "base": _curve(base["pass"][None], base["placebo"][None]),
+               "k_clear": max(clear) if clear else None, "arms": {}, "differences": {}}
+    tables, narrowing = {}, {}
+    for m in study.methods:
+        runs = [study.run_of(kind, m, s) for s in study.seeds]
+        if any(r is None for r in runs):
+            continue
+        tables[m] = [study.table(r, ks) for r in runs]
+        p = np.stack([t["pass"] for t in tables[m]])
+        f = np.stack([t["placebo"] for t in tables[m]])
+        figures["arms"][m] = _curve(p, f)
+        figures["differences"][f"{m} - base"] = _by_k(ks, (p - f) - above0[None], raw=p - base["pass"][None])
+        narrowing[m] = _narrowing(base, tables[m], ks)
+    if {"es", "grpo"} <= set(tables):
+        es = np.stack([t["pass"] - t["placebo"] for t in tables["es"]])
+        grpo = np.stack([t["pass"] - t["placebo"] for t in tables["grpo"]])
+        raw = np.stack([t["pass"] for t in tables["es"]]) - np.stack([t["pass"] for t in tables["grpo"]])
+        figures["differences"]["es - grpo"] = _by_k(ks, es - grpo, raw=raw)
+    return figures, narrowing
+
+
+def _curve(p: np.ndarray, f: np.ndarray) -> dict:
+    """pass@k and placebo@k per k (two-level), values[seed, problem, k]."""
+    from metrics.seeds import two_level_bootstrap
+
+    out = {}
+    for name, x in (("pass", p), ("placebo", f), ("above_floor", p - f)):
+        est, low, high = two_level_bootstrap(x, n_boot=N_BOOT)
+        out[name] = {"estimate": est.tolist(), "ci_low": low.tolist(), "ci_high": high.tolist(),
+                     "per_seed": x.mean(axis=1).tolist()}
+    return out
+
+
+def _by_k(ks, above: np.ndarray, *, raw: np.ndarray) -> dict:
+    """{k: interval of the above-floor difference, with the raw pass@k difference beside}."""
+    out = {}
+    for j, k in enumerate(ks):
+        row = _interval(above[:, :, j])
+        row["raw"] = _interval(raw[:, :, j])
+        out[int(k)] = row
+    return out
+
+
+def _narrowing(base: dict, arm: list[dict], ks) -> dict:
+    """Per seed: problems the base solves and the arm never does (and the reverse), distinct
+    answers per problem, problems collapsed onto one wrong answer (>= 90% of samples) the base
+    solved; and the k where the base's pass@k overtakes the arm's, with its interval."""
+    rows = []
+    for t in arm:
+        lost = int(np.sum((base["c"] > 0) & (t["c"] == 0)))
+        gained = int(np.sum((base["c"] == 0) & (t["c"] > 0)))
+        rows.append({"base_solves_arm_never": lost, "arm_solves_base_never": gained,
+                     "distinct_answers": _distinct(t), "collapsed_onto_wrong": _collapsed(base, t)})
+    return {"per_seed": rows, "base_distinct_answers": _distinct(base),
+            "base_solved": int(np.sum(base["c"] > 0)), "crossing": _crossing(base, arm, ks)}
+
+
+def _distinct(t: dict) -> float:
+    return float(np.mean([len({k for k in keys if k is not None}) for keys in t["keys"]]))
+
+
+def _collapsed(base: dict, t: dict) -> int:
+    from collections import Counter
+
+    count = 0
+    for keys, own, solved in zip(t["keys"], t["own"], base["c"] > 0, strict=True):
+        top = Counter(keys).most_common(1)
+        if solved and top and top[0][0] is not None and top[0][0] != own and top[0][1] >= 0.9 * len(keys):
+            count += 1
+    return count
+
+
+def _crossing(base: dict, arm: list[dict], ks) -> dict:
+    """Where the base's mean pass@k curve overtakes the arm's (log2 k, metrics.compare), on the
+    point estimate and on each two-level replicate: the interval over the replicates that cross."""
+    from metrics.compare import curve_crossings
+    from metrics.seeds import two_level_replicates
+
+    d = np.stack([t["pass"] for t in arm]) - base["pass"][None]
+
+    def first(curve) -> float | None:
+        found = [c["k"] for c in curve_crossings(ks, np.zeros(len(ks)), curve) if c["direction"] == "a_overtakes_b"]
+        return float(found[0]) if found else None
+
+    point = first(d.mean(axis=(0, 1)))
+    reps = [first(r) for r in two_level_replicates(d, n_boot=N_BOOT)]
+    hit = [r for r in reps if r is not None]
+    return {"k": point, "ci_low": float(np.quantile(hit, 0.025)) if hit else None,
+            "ci_high": float(np.quantile(hit, 0.975)) if hit else None,
+            "share_of_replicates_crossing": len(hit) / len(reps),
+            "note": "k where base pass@k - arm pass@k turns positive (log2 k interpolation); none within "
+                    f"k <= {max(ks)} when the share is 0"}
+
+
+# ---------------------------------------------------------------- entropy, curves, the stopping rule
+
+
+def _entropy(study: Study) -> dict | None:
+    base_run = study.run_of("passk", "base", None)
+    if base_run is None or not base_run.has_entropy():
+        return None
+    ks = [1]
+    base = study.table(base_run, ks)["entropy"]
+    arms = {}
+    for m in study.methods:
+        runs = [study.run_of("passk", m, s) for s in study.seeds]
+        if all(r is not None for r in runs):
+            arms[m] = np.stack([study.table(r, ks)["entropy"] for r in runs])
+    out = {"unit": "nats per generated token (token-weighted per problem), held-out samples at T = 1",
+           "base": float(np.nanmean(base)), "arms": {m: float(np.nanmean(x)) for m, x in arms.items()},
+           "differences": {f"{m} - base": _interval(x - base[None]) for m, x in arms.items()}}
+    if {"es", "grpo"} <= set(arms):
+        out["differences"]["grpo - es"] = _interval(arms["grpo"] - arms["es"])
+    return out
+
+
+def _curves(study: Study) -> dict:
+    """pass@1, pass@k (largest k), placebo@k and entropy at every saved checkpoint, per arm and
+    seed, x = the completions the arm had spent; the base is the point at 0."""
+    out = {}
+    base = study.result("curves-base")
+    if base is None:
+        return out
+    base_run = study.run(base["points"][0]["run"])
+    ks = sorted({int(r["k"]) for r in base_run.summary.get("pass_at_k", [])})
+    out["base"] = _curve_point(study, base_run, ks)
+    out["ks"] = [1, ks[-1]]
+    for m in study.methods:
+        arm = []
+        for s in study.seeds:
+            result = study.result(f"curves-{m}-s{s}")
+            if result is None:
+                continue
+            for p in result["points"]:
+                arm.append({"seed": s, "trainer": p["trainer"], "step": p["step"], "completions": p["completions"],
+                            "run": p["run"], **_curve_point(study, study.run(p["run"]), ks)})
+        out[m] = arm
+    return out
+
+
+def _curve_point(study: Study, run, ks) -> dict:
+    t = study.table(run, ks)
+    return {"pass@1": float(t["pass"][:, 0].mean()), f"pass@{ks[-1]}": float(t["pass"][:, -1].mean()),
+            f"placebo@{ks[-1]}": float(np.nanmean(t["placebo"][:, -1])), "entropy": float(np.nanmean(t["entropy"]))}
+
+
+def _stopping(study: Study) -> dict:
+    rule = (study.spec.get("validation") or {}).get("rule")
+    out = {"rule": rule, "base_reward": None, "arms": {}}
+    base = study.result("validate-base")
+    if base:
+        out["base_reward"] = base["candidates"][0]["reward"]
+    for m in study.methods:
+        rows = []
+        for s in study.seeds:
+            r = study.result(f"validate-{m}-s{s}")
+            if r:
+                rows.append({"seed": s, "picked_step": r["picked"]["step"], "picked_trainer": r["picked"]["trainer"],
+                             "picked_reward": r["picked"]["reward"], "picked_checkpoint": r["picked"]["checkpoint"],
+                             "candidates": [(c["step"], c["reward"]) for c in r["candidates"]]})
+        out["arms"][m] = rows
+    return out
+
+
+def _budget(study: Study) -> dict:
+    """Per arm and seed: completions and generated tokens (from the training logs) and the
+    train stage's wall time (study.json)."""
+    out = {}
+    for m in study.methods:
+        rows = []
+        for s in study.seeds:
+            r, record = study.result(f"train-{m}-s{s}"), study.state["stages"].get(f"train-{m}-s{s}") or {}
+            if r:
+                rows.append({"seed": s, **r.get("budget", {}), "train_seconds": record.get("seconds")})
+        out[m] = rows
+    stages = study.state["stages"]
+    out["stage_seconds_total"] = round(sum(v.get("seconds") or 0.0 for v in stages.values()), 1)
+    return out
+
+
+# ---------------------------------------------------------------- ES then GRPO, forgetting, sparsity
+
+
+def _sequence(study: Study) -> dict | None:
+    """pass@1 (T = 1, held out) of ES-then-GRPO minus ES and minus GRPO at the picked
+    checkpoints (passk runs), and minus the GRPO control: GRPO's checkpoint at the GRPO step
+    ES-then-GRPO's pick had reached, both from the curve runs (same settings)."""
+    if not {"es", "grpo", "es-grpo"} <= set(study.methods):
+        return None
+    ks = [1]
+
+    def pass1(model):
+        runs = [study.run_of("passk", model, s) for s in study.seeds]
+        return None if any(r is None for r in runs) else np.stack([study.table(r, ks)["pass"][:, 0] for r in runs])
+
+    seq, es, grpo = pass1("es-grpo"), pass1("es"), pass1("grpo")
+    if seq is None or es is None or grpo is None:
+        return None
+    out = {"es-grpo - es": _interval(seq - es), "es-grpo - grpo": _interval(seq - grpo),
+           "pass@1": {m: float(x.mean()) for m, x in (("es-grpo", seq), ("es", es), ("grpo", grpo))}}
+    control = _control(study)
+    if control is not None:
+        out["es-grpo - grpo control"] = control
+    return out
+
+
+def _control(study: Study) -> dict | None:
+    rows_seq, rows_ctl, steps = [], [], []
+    for s in study.seeds:
+        pick = (study.result(f"validate-es-grpo-s{s}") or {}).get("picked")
+        seq_curve, grpo_curve = study.result(f"curves-es-grpo-s{s}"), study.result(f"curves-grpo-s{s}")
+        if not (pick and seq_curve and grpo_curve):
+            return None
+        mine = next(p for p in seq_curve["points"] if p["trainer"] == "grpo" and p["step"] == pick["step"])
+        ctl = next((p for p in grpo_curve["points"] if p["step"] == pick["step"]), None)
+        if ctl is None:
+            return None
+        rows_seq.append(study.table(study.run(mine["run"]), [1])["pass"][:, 0])
+        rows_ctl.append(study.table(study.run(ctl["run"]), [1])["pass"][:, 0])
+        steps.append(pick["step"])
+    row = _interval(np.stack(rows_seq) - np.stack(rows_ctl))
+    row["grpo_steps"] = steps
+    row["settings"] = "curve runs (evaluations.curves): ES-then-GRPO's pick and GRPO at the same GRPO step"
+    return row
+
+
+def _forgetting(study: Study) -> dict | None:
+    per_arm = {}
+    for m in study.methods:
+        reports = []
+        for s in study.seeds:
+            r = study.result(f"forgetting-{m}-s{s}")
+            if r is None:
+                break
+            folder = (study.root / r["file"]).parent
+            reports.append((json.loads((folder / "forgetting.json").read_text()), _items(folder / "items.jsonl")))
+        else:
+            per_arm[m] = reports
+    if not per_arm:
+        return None
+    out = {"benchmarks": {}, "kl": {}}
+    first = next(iter(per_arm.values()))[0][0]
+    for bench in first["benchmarks"]:
+        name = bench["benchmark"]
+        base = np.array([x["base_correct"] for x in next(iter(per_arm.values()))[0][1] if x["benchmark"] == name],
+                        float)
+        row = {"items": int(base.size), "base_accuracy": float(base.mean()), "chance": _chance(bench),
+               "arms": {}}
+        for m, reports in per_arm.items():
+            model = np.stack([[x["model_correct"] for x in items if x["benchmark"] == name] for _, items in reports])
+            row["arms"][m] = {"accuracy": float(model.mean()), **_interval(model.astype(float) - base[None])}
+        if {"es", "grpo"} <= set(per_arm):
+            es = np.stack([[x["model_correct"] for x in items if x["benchmark"] == name] for _, items in per_arm["es"]])
+            gr = np.stack([[x["model_correct"] for x in items if x["benchmark"] == name]
+                           for _, items in per_arm["grpo"]])
+            row["es - grpo"] = _interval(es.astype(float) - gr.astype(float))
+        out["benchmarks"][name] = row
+    for m, reports in per_arm.items():
+        out["kl"][m] = _kl([r["kl"] for r, _ in reports])
+    return out
+
+
+def _items(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def _chance(bench: dict) -> float | None:
+    """Multiple choice: the mean of 1 / choices over the file's items (None for generation)."""
+    source = (bench.get("source") or {}).get("source")
+    if bench.get("kind") != "mc" or not source or not Path(source).is_file():
+        return None
+    rows = [json.loads(x) for x in Path(source).read_text(encoding="utf-8").splitlines() if x.strip()]
+    n = bench["source"].get("items") or len(rows)
+    return float(np.mean([1.0 / len(r["choices"]) for r in rows[:n]]))
+
+
+def _kl(blocks: list[dict]) -> dict | None:
+    """KL(base || arm) per token pooled over every position (a ratio of sums, its replicates from
+    the same draws), beside the mean of per-completion means; per completion (sequence)."""
+    from metrics.seeds import two_level_replicates
+
+    if any((b or {}).get("status") != "computed" or "per_prompt_kl_sum" not in b for b in blocks):
+        return None
+    sums = np.array([b["per_prompt_kl_sum"] for b in blocks], float)
+    pos = np.array([b["per_prompt_positions"] for b in blocks], float)
+    ratio = two_level_replicates(sums, n_boot=N_BOOT)[:, 0] / two_level_replicates(pos, n_boot=N_BOOT)[:, 0]
+    pooled = {"estimate": float(sums.sum() / pos.sum()), "ci_low": float(np.quantile(ratio, 0.025)),
+              "ci_high": float(np.quantile(ratio, 0.975)),
+              "per_seed": [float(b["kl_per_token_pooled"]) for b in blocks]}
+    mean = _interval(np.array([b["per_prompt_kl_per_token"] for b in blocks], float))
+    seq = _interval(np.array([b["per_prompt_kl_sequence"] for b in blocks], float))
+    return {"per_token_pooled": pooled, "per_token_mean_of_completions": mean, "per_completion": seq,
+            "prompts": int(sums.shape[1]), "task": (blocks[0].get("task") or {}).get("name"),
+            "direction": blocks[0].get("direction")}
+
+
+def _sparsity(study: Study) -> dict | None:
+    seeds = {}
+    for s in study.seeds:
+        r = study.result(f"sparsity-s{s}")
+        if r:
+            seeds[s] = json.loads((study.root / r["file"]).read_text())
+    picked = {}
+    for m in study.methods:
+        rows = []
+        for s in study.seeds:
+            r = study.result(f"diff-{m}-s{s}")
+            if r:
+                o = json.loads((study.root / r["file"]).read_text())["updates"]["other"]["overall"]
+                rows.append({"seed": s, **{k: o.get(k) for k in ("changed_frac_bits", "changed_frac_atol",
+                                                                 "changed_frac_rel", "rel_norm", "top_1pct_share")}})
+        picked[m] = rows
+    bf16 = study.result("sparsity-bf16")
+    if not seeds and not bf16:
+        return None
+    return {"matched": {s: {"matched": r["matched"], "top_share": r["top_share"], "qs": r["qs"],
+                            "gaussian_top_share": r["gaussian_top_share"], "effective_rank": r["effective_rank"],
+                            "note": r.get("note")} for s, r in seeds.items()},
+            "picked_fp32": picked, "bf16": bf16}

@@ -1,0 +1,136 @@
+"""The verdict words of a seeded study and the rule behind each (analyses.study_findings), and
+the figures they read (analyses.study_seeded) on a hand-made study folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analyses.study_findings import (
+    VERDICTS,
+    coverage_verdict,
+    entropy_verdict,
+    forgetting_verdict,
+    sequence_verdict,
+    sparsity_verdict,
+)
+
+UP, DOWN, ZERO = ({"difference": 0.2, "ci_low": 0.1, "ci_high": 0.3}, {"difference": -0.2, "ci_low": -0.3, "ci_high": -0.1},
+                  {"difference": 0.0, "ci_low": -0.1, "ci_high": 0.1})
+SMALL_LOSS = {"difference": -0.01, "ci_low": -0.03, "ci_high": 0.01}
+
+
+@pytest.mark.parametrize(("es_grpo", "grpo_base", "es_base", "verdict"), [
+    (UP, DOWN, ZERO, "supported"),          # GRPO narrows, ES keeps, ES ahead
+    (UP, ZERO, UP, "partly supported"),     # ES ahead, but GRPO did not narrow
+    (UP, DOWN, DOWN, "partly supported"),   # both narrow, ES less
+    (DOWN, UP, ZERO, "contradicted"),
+    (ZERO, DOWN, ZERO, "inconclusive"),
+    (None, None, None, "not tested"),       # no k where the base clears its chance floor
+])
+def test_coverage_verdict(es_grpo, grpo_base, es_base, verdict):
+    assert coverage_verdict(es_grpo, grpo_base, es_base)[0] == verdict
+
+
+@pytest.mark.parametrize(("es_base", "grpo_base", "grpo_es", "verdict"), [
+    (ZERO, DOWN, DOWN, "supported"),
+    (DOWN, DOWN, DOWN, "partly supported"),  # both collapse, GRPO more: the direction, not the strong form
+    (ZERO, UP, UP, "contradicted"),
+    (DOWN, DOWN, UP, "contradicted"),        # ES collapses more than GRPO
+    (DOWN, DOWN, ZERO, "inconclusive"),
+    (None, DOWN, DOWN, "not tested"),
+])
+def test_entropy_verdict(es_base, grpo_base, grpo_es, verdict):
+    assert entropy_verdict(es_base, grpo_base, grpo_es)[0] == verdict
+
+
+@pytest.mark.parametrize(("sparser", "concentrated", "verdict"), [
+    ([True], [True, True, True], "supported"),
+    ([True], [False, False, False], "partly supported"),
+    ([False], [False, False, False], "contradicted"),
+    ([False], [True, False, True], "inconclusive"),  # seeds disagree
+    (None, [True], "not tested"),
+    ([True], None, "not tested"),                    # every update zero: no matched pair
+])
+def test_sparsity_verdict(sparser, concentrated, verdict):
+    assert sparsity_verdict(sparser, concentrated)[0] == verdict
+
+
+@pytest.mark.parametrize(("es_base", "es_grpo", "informative", "verdict"), [
+    (SMALL_LOSS, ZERO, True, "supported"),       # any loss is under the 0.05 margin
+    (ZERO, ZERO, True, "inconclusive"),          # could hide a loss of 0.1
+    (DOWN, ZERO, True, "contradicted"),
+    (DOWN, UP, True, "partly supported"),        # ES forgets, less than GRPO
+    (SMALL_LOSS, ZERO, False, "not tested"),     # the base is at its floor: nothing to lose
+])
+def test_forgetting_verdict(es_base, es_grpo, informative, verdict):
+    assert forgetting_verdict(es_base, es_grpo, informative)[0] == verdict
+
+
+@pytest.mark.parametrize(("minus_es", "minus_grpo", "minus_control", "verdict"), [
+    (UP, UP, UP, "supported"),
+    (UP, ZERO, UP, "partly supported"),   # beats GRPO at the same GRPO steps, not at the same budget
+    (UP, DOWN, UP, "contradicted"),
+    (UP, ZERO, ZERO, "inconclusive"),
+    (None, UP, UP, "not tested"),
+])
+def test_sequence_verdict(minus_es, minus_grpo, minus_control, verdict):
+    assert sequence_verdict(minus_es, minus_grpo, minus_control)[0] == verdict
+
+
+def test_every_rule_names_its_words_and_uses_only_the_five():
+    outcomes = {coverage_verdict(UP, DOWN, ZERO), entropy_verdict(ZERO, ZERO, ZERO), sparsity_verdict(None, None),
+                forgetting_verdict(DOWN, ZERO, True), sequence_verdict(UP, UP, UP)}
+    for verdict, rule in outcomes:
+        assert verdict in VERDICTS and rule
+    assert len(VERDICTS) == 5
+
+
+def _run(folder: Path, answers: dict, outcomes: dict) -> None:
+    """A passk run folder: outcomes {problem: [(extracted, correct), ...]}."""
+    folder.mkdir(parents=True)
+    lines = []
+    for pid, samples in outcomes.items():
+        for j, (x, ok) in enumerate(samples):
+            lines.append({"problem_id": pid, "sample_index": j, "completion": str(x), "extracted": x,
+                          "outcome": "correct" if ok else "incorrect", "detail": None, "num_tokens": 3,
+                          "finish_reason": "stop", "mean_entropy": 1.0 if ok else 2.0, "seed": j})
+    (folder / "samples.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / "summary.json").write_text(json.dumps({"kind": "passk", "schema_version": 3, "complete": True,
+                                                     "pass_at_k": [{"k": 1}, {"k": 2}],
+                                                     "sampling": {"temperature": 1.0, "top_p": 1.0, "n": 2}}))
+
+
+def test_figures_of_a_hand_made_study(tmp_path):
+    """Two seeds, one arm per method, 3 problems x 2 samples: the placebo, the floor-cleared k,
+    the per-problem narrowing and the two-level differences come out as counted by hand."""
+    from analyses.study_seeded import seeded_figures
+
+    answers = {"p0": "10", "p1": "20", "p2": "30"}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "heldout.jsonl").write_text(
+        "".join(json.dumps({"id": k, "question": k, "answer": v}) + "\n" for k, v in answers.items()))
+    base = {"p0": [("10", True), ("20", False)], "p1": [("20", True), ("5", False)], "p2": [("30", True), ("30", True)]}
+    grpo = {"p0": [("20", False), ("20", False)], "p1": [("20", True), ("20", True)], "p2": [("30", True), ("30", True)]}
+    stages = {"passk-base": {"status": "done", "result": {"run": "passk/base"}}}
+    _run(tmp_path / "passk" / "base", answers, base)
+    for s in (0, 1):
+        _run(tmp_path / "passk" / "grpo" / f"seed-{s}", answers, grpo)
+        stages[f"passk-grpo-s{s}"] = {"status": "done", "result": {"run": f"passk/grpo/seed-{s}"}}
+    spec = {"seeds": [0, 1], "methods": {"grpo": []}, "validation": {"rule": "best-greedy"}}
+    (tmp_path / "study.json").write_text(json.dumps({"kind": "study", "spec": spec, "stages": stages}))
+    f = seeded_figures(tmp_path)
+    cov = f["coverage"]["passk"]
+    # base placebo, problem 0: its "20" hits p1's answer: pass@1 (1/2 + 0)/2 against p1 and p2
+    assert cov["base"]["placebo"]["estimate"][0] == pytest.approx((0.25 + 0.0 + 0.0) / 3)
+    assert cov["base"]["pass"]["estimate"] == pytest.approx([(0.5 + 0.5 + 1.0) / 3, 1.0])
+    n = f["narrowing"]["passk"]["grpo"]
+    assert [r["base_solves_arm_never"] for r in n["per_seed"]] == [1, 1]   # p0
+    assert [r["collapsed_onto_wrong"] for r in n["per_seed"]] == [1, 1]    # p0: all "20"
+    assert n["base_distinct_answers"] == pytest.approx(5 / 3) and n["per_seed"][0]["distinct_answers"] == 1.0
+    raw = cov["differences"]["grpo - base"][1]["raw"]
+    assert raw["difference"] == pytest.approx(((0 - 0.5) + (1 - 0.5) + 0) / 3) and raw["per_seed"] == [0.0, 0.0]
+    assert f["entropy"]["differences"]["grpo - base"]["difference"] == pytest.approx(
+        ((2 - 1.5) + (1 - 1.5) + 0) / 3)
