@@ -61,6 +61,17 @@ guide_tokens = 2
 hint = "all-wrong"
 """
 
+# GOOD as a seeded study (issue 29): two seeds, checkpoints every update, the stopping rule.
+SEEDED = GOOD.replace('title = "t"', 'title = "t"\nseeds = [0, 1]').replace(
+    "max_new_tokens = 8\n[methods.grpo]", "max_new_tokens = 8\nsave_every = 1\n[methods.grpo]").replace(
+    "prompts_per_step = 2\nmax_new_tokens = 8", "prompts_per_step = 2\nmax_new_tokens = 8\nsave_every = 1") + """
+[validation]
+rule = "best-greedy"
+[evaluations.curves]
+n = 2
+k = [1]
+"""
+
 
 def _write(tmp_path, text: str) -> Path:
     path = tmp_path / "study.toml"
@@ -136,6 +147,24 @@ BAD = [
      "methods.grpo-hinted.hint 3: expected a string"),
     (GOOD.replace('[train_task]\nname = "arith"\nsize = 20', '[train_task]\nname = "arith"\nsize = 20\n'
                   'config = {preset = "nope"}'), "train_task"),
+    # a seeded study (issue 29): seeds, the stopping rule's table, the evaluations only it has
+    (SEEDED.replace("seeds = [0, 1]", "seeds = [0, 0]"), "seeds [0, 0]: each seed once"),
+    (SEEDED.replace("seeds = [0, 1]", 'seeds = ["a"]'), "seeds ['a']: give a list of training seeds"),
+    (SEEDED.replace("seeds = [0, 1]", "seeds = [0, 1]\nseed = 3"), "seed: give seeds = [...] or seed, not both"),
+    (SEEDED.replace('rule = "best-greedy"', 'rule = "last"'), "validation.rule last: choose best-greedy or final"),
+    (SEEDED.replace("[validation]\n", "[validation]\nseed = 1\n"), "validation.seed 1: the validation split needs"),
+    (SEEDED.replace("[validation]\n", "[validation]\nlimt = 3\n"), "unknown key validation.limt"),
+    (SEEDED.replace("[validation]\n", "[validation]\nlimit = 0\n"), "validation.limit 0: must be >= 1"),
+    (GOOD + "[validation]\nlimit = 3\n", "validation: the stopping rule picks among checkpoints of a seeded study"),
+    (GOOD + "[evaluations.curves]\nn = 2\nk = [1]\n", "evaluations.curves: reads checkpoints along training"),
+    (SEEDED.replace("[evaluations.curves]\nn = 2", "[evaluations.curves]\nn = 0"), "evaluations.curves.n 0: must be >= 1"),
+    (SEEDED + "[evaluations.sparsity]\nqs = [0.0]\n", "evaluations.sparsity.qs 0.0: must be > 0"),
+    (SEEDED + "[evaluations.sparsity]\nbf16_completions = -1\n", "evaluations.sparsity.bf16_completions -1: must be >= 0"),
+    (SEEDED.replace("save_every = 1\n[evaluations.passk]", "save_every = 2\n[evaluations.passk]") + "[methods.es-grpo]\n",
+     "methods.grpo.save_every 2: the GRPO control at ES-then-GRPO's GRPO steps needs a GRPO checkpoint at step 1"),
+    (SEEDED + '[evaluations.forgetting]\nsuite = "facts"\nmc_files = { facts = "no/such.jsonl" }\n',
+     "evaluations.forgetting.mc_files.facts no/such.jsonl: no such file"),
+    (SEEDED + '[evaluations.forgetting]\nmc_files = ["x"]\n', "evaluations.forgetting.mc_files: give a table"),
 ]
 
 

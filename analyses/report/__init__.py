@@ -43,7 +43,7 @@ from analyses.report.voting_sections import voting_section
 
 __all__ = ["ReportResult", "build_report", "build_sections", "SECTION_ORDER"]
 
-SECTION_ORDER = ("summary", "problems", "passk", "voting", "coverage", "graders", "entropy", "weights", "forgetting",
+SECTION_ORDER = ("summary", "problems", "study", "passk", "voting", "coverage", "graders", "entropy", "weights", "forgetting",
                  "length", "groups", "traces", "tokens", "interpolation", "inputs")
 GUARDED = (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError)
 
@@ -91,9 +91,10 @@ def _problems(found: Found) -> Section | None:
     return Section("problems", "Inputs that could not be used", (items,))
 
 
-def build_sections(found: Found) -> list[Section]:
+def build_sections(found: Found, extra: Sequence[Section] = ()) -> list[Section]:
     """All sections for what `found` holds, in SECTION_ORDER; a section whose inputs turn out
-    malformed is left out and the reason added to found.problems."""
+    malformed is left out and the reason added to found.problems. `extra`: sections made
+    elsewhere (a seeded study's, analyses.report.study_sections), placed after the summary."""
     runs, labels = found.runs, run_labels(found.runs)
     comparisons = _guard(found, "passk comparisons", lambda: compare_runs(runs, labels)) or []
     builders = {
@@ -116,7 +117,7 @@ def build_sections(found: Found) -> list[Section]:
     head = [_summary(findings, found)]
     tail = [_inputs(found, labels)]
     problems = _problems(found)  # last: builders may have added problems
-    return [*head, *([problems] if problems else []), *body, *tail]
+    return [*head, *([problems] if problems else []), *extra, *body, *tail]
 
 
 def _guard(found: Found, what: str, make):
@@ -131,9 +132,11 @@ def _usable(found: Found) -> bool:
     return bool(found.runs or found.trainers or any(found.outputs.values()))
 
 
-def build_report(paths: Sequence[str | Path], out: Path, *, title: str = "evalkit report") -> ReportResult:
+def build_report(paths: Sequence[str | Path], out: Path, *, title: str = "evalkit report",
+                 extra: Sequence[Section] = ()) -> ReportResult:
     """Discover the inputs, build every section their data allows, write DIR (see document.py).
-    No usable input at all is a UsageError saying, for each input, what it lacks."""
+    No usable input at all is a UsageError saying, for each input, what it lacks. `extra`:
+    sections built elsewhere (build_sections)."""
     from evalkit.errors import UsageError
     from evalkit.outdir import OutputFolder
 
@@ -144,6 +147,6 @@ def build_report(paths: Sequence[str | Path], out: Path, *, title: str = "evalki
             listing = "; ".join(f"{p}: {why}" for p, why in found.problems) or "nothing was given"
             raise UsageError(f"no usable input for a report ({listing}); give passk run folders or the outputs "
                              "of evalkit diff/entropy/length/groups/forgetting/train")
-        sections = build_sections(found)
+        sections = build_sections(found, extra)
         written = folder.publish(document_files(title, sections))
     return ReportResult(Path(out), tuple(written), tuple(s.key for s in sections), tuple(found.problems))

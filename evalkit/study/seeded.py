@@ -462,11 +462,13 @@ def _findings(spec: StudySpec):
 def _report(spec: StudySpec, needs: tuple) -> Stage:
     def run(folder: Path, results: dict) -> dict:
         from analyses.report import build_report
+        from analyses.report.study_sections import study_sections
 
         root = folder.parent
         inputs = [root / "passk" / "base"] + sorted((root / "passk").glob("*/seed-*"))
-        inputs += [root / name for name in ("entropy", "length", "findings") if (root / name).is_dir()]
-        result = build_report(inputs, folder, title=spec.report_title)
+        inputs += [root / name for name in ("entropy", "length") if (root / name).is_dir()]
+        findings = json.loads((root / results["findings"]["file"]).read_text(encoding="utf-8"))
+        result = build_report(inputs, folder, title=spec.report_title, extra=study_sections(findings))
         return {"file": f"{folder.name}/index.html", "sections": list(result.sections),
                 "unused_inputs": [f"{p}: {why}" for p, why in result.problems]}
 

@@ -1,0 +1,109 @@
+"""A seeded study (issue 29): the plan of studies/seed-cpu-v2.toml, the splits (unique, never
+seen, commuted forms included), the stopping rule, and studies/smoke-v2.toml end to end on a
+tiny model (slow: every stage loads its model and grader workers)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+STUDIES = Path(__file__).parents[1] / "studies"
+
+
+def test_the_v2_study_plans_every_arm_per_seed_with_its_stopping_rule_and_control():
+    from evalkit.study.spec import read_spec, saved_steps
+    from evalkit.study.stages import plan
+
+    spec = read_spec(STUDIES / "seed-cpu-v2.toml")
+    assert spec.seeds == (0, 1, 2) and spec.validation["rule"] == "best-greedy"
+    (es,), (grpo,), (es2, grpo2) = (spec.methods[m] for m in ("es", "grpo", "es-grpo"))
+    assert (es.count, grpo.count, es2.count, grpo2.count) == (12, 48, 6, 24)
+    assert saved_steps(es.opts) == [3, 6, 9, 12] and saved_steps(grpo.opts) == [12, 24, 36, 48]
+    assert set(saved_steps(grpo2.opts)) <= set(saved_steps(grpo.opts))  # the GRPO control at 12 and 24
+    assert spec.budget["spent"] == dict.fromkeys(["es", "grpo", "es-grpo"], 1536)
+    names = [s.name for s in plan(spec)]
+    for seed in (0, 1, 2):
+        for m in ("es", "grpo", "es-grpo"):
+            for kind in ("train", "validate", "passk", "passk-nucleus", "curves", "diff", "forgetting"):
+                assert f"{kind}-{m}-s{seed}" in names
+        assert f"sparsity-s{seed}" in names
+    assert names[0] == "splits" and names[-2:] == ["findings", "report"]
+    assert {"train-bf16-es", "train-bf16-grpo", "sparsity-bf16"} <= set(names)
+    o = spec.evaluations
+    assert (o["passk"]["n"], max(o["passk"]["k"]), o["passk-nucleus"]["temperature"], o["passk-nucleus"]["top_p"]) \
+        == (128, 64, 0.6, 0.95)
+    assert o["forgetting"]["kl_task"] == "letter_counting" and o["forgetting"]["mc_files"] == [
+        ["facts", "studies/data/facts-mc.jsonl"]]
+
+
+def test_a_seed_changes_only_its_own_stages():
+    from evalkit.study.spec import read_spec
+    from evalkit.study.stages import plan
+
+    stages = {s.name: s for s in plan(read_spec(STUDIES / "seed-cpu-v2.toml"))}
+    a, b = stages["train-es-s0"].identity, stages["train-es-s1"].identity
+    assert a["trainers"][0]["seed"] == 0 and b["trainers"][0]["seed"] == 1
+    assert {k: v for k, v in a.items() if k not in ("seed", "trainers", "inputs")} == \
+        {k: v for k, v in b.items() if k not in ("seed", "trainers", "inputs")}
+
+
+def test_splits_are_unique_and_never_seen_with_commuted_forms_included(tmp_path):
+    from evalkit.study.seeded import question_key
+    from evalkit.study.spec import read_spec
+    from evalkit.study.stages import plan
+    from evalkit.tasks import load_task
+
+    assert question_key("arith", "What is 13 + 14? Answer with just the number.") == question_key(
+        "arith", "What is 14 + 13? Answer with just the number.")
+    spec = read_spec(STUDIES / "seed-cpu-v2.toml")
+    splits = next(s for s in plan(spec) if s.name == "splits")
+    result = splits.run(tmp_path / "data", {})
+    train = {question_key("arith", p.prompt) for p in load_task("arith", size=200, seed=0,
+                                                                config={"max_operand": 99}).problems}
+    held, valid = ([question_key("arith", json.loads(x)["question"]) for x in (tmp_path / "data" / f).read_text()
+                    .splitlines()] for f in ("heldout.jsonl", "validation.jsonl"))
+    assert (len(held), len(valid)) == (60, 64) == (result["heldout"]["problems"], result["validation"]["problems"])
+    assert len(set(held)) == len(held) and len(set(valid)) == len(valid)
+    assert not set(held) & train and not set(valid) & (train | set(held))
+
+
+def test_the_stopping_rule_takes_the_best_and_the_earlier_on_ties():
+    from evalkit.study.seeded import pick
+
+    rows = [{"step": 3, "reward": 0.2}, {"step": 6, "reward": 0.5}, {"step": 9, "reward": 0.5},
+            {"step": 12, "reward": 0.1}]
+    assert pick(rows, "best-greedy")["step"] == 6 and pick(rows, "final")["step"] == 12
+
+
+def test_a_study_without_seeds_keeps_its_one_run_plan():
+    from evalkit.study.spec import read_spec
+    from evalkit.study.stages import plan
+
+    names = [s.name for s in plan(read_spec(STUDIES / "seed-cpu.toml"))]
+    assert names[:4] == ["heldout", "train-es", "train-grpo", "train-es-grpo"] and "splits" not in names
+
+
+@pytest.mark.slow
+def test_the_smoke_v2_study_runs_every_stage_on_a_tiny_model(tmp_path, tiny_model):
+    from evalkit.study import run_study
+
+    text = (STUDIES / "smoke-v2.toml").read_text().replace('base_model = "smollm2-135m"',
+                                                            f'base_model = "{tiny_model}"')
+    text = text.replace('"studies/data/facts-mc.jsonl"', f'"{STUDIES / "data" / "facts-mc.jsonl"}"')
+    path = tmp_path / "smoke-v2.toml"
+    path.write_text(text)
+    state = run_study(path, tmp_path / "out")
+    assert {s["status"] for s in state["stages"].values()} == {"done"}
+    out = tmp_path / "out"
+    findings = json.loads((out / "findings" / "findings.json").read_text())
+    assert [c["claim"] for c in findings["claims"]] == ["coverage", "entropy", "sparsity", "forgetting", "es-grpo"]
+    assert all(c["verdict"] in findings["verdicts"] for c in findings["claims"])
+    picked = state["stages"]["validate-es-s1"]["result"]["picked"]
+    assert (out / picked["checkpoint"] / "model.safetensors").is_file()
+    curves = state["stages"]["curves-es-grpo-s0"]["result"]["points"]
+    assert [(p["trainer"], p["step"]) for p in curves] == [("es", 1), ("grpo", 1)]
+    assert (out / "report" / "index.html").is_file() and (out / "findings" / "findings.md").is_file()
+    again = run_study(path, out)  # everything done: nothing reruns
+    assert again["stages"]["train-es-s0"]["seconds"] == state["stages"]["train-es-s0"]["seconds"]
