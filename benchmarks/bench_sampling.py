@@ -1,14 +1,22 @@
-"""Sampler throughput against plain `model.generate`, in one run.
+"""Sampler throughput against plain `model.generate` and against the previous sampler, in one run.
 
-    python benchmarks/bench_sampling.py            # the default model, 16 prompts, n=8, 64 tokens
+    python benchmarks/bench_sampling.py                          # the default model, 16 prompts, n=8, 64 tokens
+    python benchmarks/bench_sampling.py --compact 0,0.5,0.75,0.9,1 --skip-baseline   # COMPACT_BELOW's sweep
 
-Baseline (named): `model.generate(num_return_sequences=n)` called once per
-problem, plain sampling (top_k=0, top_p=1, temperature 1). Also shown: one
-left-padded batched `generate` call. evalkit's sampler runs the same prompts,
-n and length, with and without entropy recording. Printed: generated tokens
-per second of each, the ratios against the per-problem baseline, the entropy
-overhead, and the achieved fraction of this machine's dense fp32 matmul rate
-(measured here, in the same run).
+Baselines (named): `model.generate(num_return_sequences=n)` called once per
+problem, plain sampling (top_k=0, top_p=1, temperature 1); one left-padded
+batched `generate` call; and sampler hf-1 (benchmarks/sampler_hf1.py, the
+sampler before issue 26: cache grown by concatenation, every finished row
+pruned at once). evalkit's sampler runs the same prompts, n and length, with
+and without entropy recording; it and hf-1 alternate three times (best of
+each), since the load drifts over a run. Printed: generated tokens per second
+of each, the ratios, the entropy overhead, and the share of this machine's
+dense fp32 matmul rate (measured here) that each sampler's useful weight
+matmuls reach: the prefill as executed (hooks) plus 2 x parameters per
+token fed back (a sample's tokens but its last), so the finished rows that
+hf-2 keeps in the batch until it compacts are counted as waste, not work.
+The decode ceiling is the model's weight matmuls alone, back to back, at the
+average number of useful rows per decode step (`shape_rate`).
 """
 
 from __future__ import annotations
@@ -67,13 +75,46 @@ def baseline_batched(model, tok, prompts, n, steps, stop):
     return generated_tokens(out, enc["input_ids"].shape[1], stop, tok.pad_token_id), time.perf_counter() - start
 
 
-def evalkit_sampler(model, tok, prompts, n, steps, stop, entropy: bool):
+def evalkit_sampler(model, tok, prompts, n, steps, stop, entropy: bool, sampler=None):
+    """(tokens, seconds, samples) of one chunk; `sampler`: sample_chunk's signature (default evalkit's)."""
     from evalkit.sampling import SamplingConfig, sample_chunk
 
     cfg = SamplingConfig(n=n, temperature=1.0, max_new_tokens=steps, seed=0, record_entropy=entropy)
     start = time.perf_counter()
-    samples = sample_chunk(model, tok, prompts, [str(i) for i in range(len(prompts))], cfg, stop_ids=stop)
-    return sum(s.num_tokens for s in samples), time.perf_counter() - start
+    samples = (sampler or sample_chunk)(model, tok, prompts, [str(i) for i in range(len(prompts))], cfg,
+                                        stop_ids=stop)
+    return sum(s.num_tokens for s in samples), time.perf_counter() - start, samples
+
+
+def shape_rate(model, rows: int, reps: int = 5) -> float:
+    """FLOP/s of one forward's weight matmuls at `rows` rows, run back to back (best of reps): the
+    decode's ceiling, the rate its matmuls could reach with nothing around them."""
+    import torch.nn.functional as F
+
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = {w.shape[1]: torch.randn(max(1, rows), w.shape[1]) for w in weights}
+    flops = sum(2 * max(1, rows) * w.numel() for w in weights)
+    best = float("inf")
+    with torch.inference_mode():
+        for _ in range(reps):
+            t = time.perf_counter()
+            for w in weights:
+                F.linear(inputs[w.shape[1]], w)
+            best = min(best, time.perf_counter() - t)
+    return flops / best
+
+
+def useful_flops(model, prefill_flops: float, samples) -> float:
+    """The weight-matmul FLOPs a sampler needs: the prefill's plus 2 x parameters per token fed back."""
+    return prefill_flops + 2 * matmul_params(model) * sum(max(0, s.num_tokens - 1) for s in samples)
+
+
+def prefill_matmul_flops(model, tok, prompts) -> float:
+    """The weight matmuls of the sampler's prefill (shared prefix once, then the rests), by hooks."""
+    from evalkit.sampling import _prefill
+
+    with torch.inference_mode():
+        return executed_matmul_flops(model, lambda: _prefill(model, tok, prompts, "cpu"))
 
 
 def matmul_params(model) -> int:
@@ -107,7 +148,8 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=64)
-    parser.add_argument("--skip-baseline", action="store_true", help="Only evalkit's sampler (e.g. on GPU).")
+    parser.add_argument("--skip-baseline", action="store_true", help="No generate baselines (e.g. on GPU).")
+    parser.add_argument("--compact", default="", help="COMPACT_BELOW values to time hf-2 at (a sweep), e.g. 0,0.5,1")
     args = parser.parse_args()
 
     from evalkit.models import load_model, resolve_model
@@ -118,56 +160,110 @@ def main() -> None:
     stop = stop_token_ids(model, tok)
     problems = load_task("arith", size=args.prompts, seed=0).problems
     prompts = [render_prompt(tok, p.prompt) for p in problems]
-    prompt_tokens = sum(len(x) for x in tok(prompts, add_special_tokens=False)["input_ids"])
     print(f"torch threads: {torch.get_num_threads()}; {args.prompts} prompts x n={args.n}, {args.tokens} new tokens")
+    if args.compact:
+        sweep(model, tok, prompts, args, stop)
+        return
+    timed, runs = compare(model, tok, prompts, args, stop)
+    report(model, tok, prompts, timed, runs["evalkit, entropy"])
 
-    rates = {}
+
+def compare(model, tok, prompts, args, stop) -> tuple[dict, dict]:
+    """({name: (tokens, best seconds, first seconds, samples)} of every sampler and baseline, the
+    samplers' runs by name)."""
+    from sampler_hf1 import sample_chunk_hf1
+
+    n, steps = args.n, args.tokens
     runs = {
-        "per-problem generate (baseline)": lambda: baseline_per_problem(model, tok, prompts, args.n, args.tokens, stop),
-        "batched generate": lambda: baseline_batched(model, tok, prompts, args.n, args.tokens, stop),
-        "evalkit, no entropy": lambda: evalkit_sampler(model, tok, prompts, args.n, args.tokens, stop, False),
-        "evalkit, entropy": lambda: evalkit_sampler(model, tok, prompts, args.n, args.tokens, stop, True),
+        "evalkit, no entropy": lambda: evalkit_sampler(model, tok, prompts, n, steps, stop, False),
+        "evalkit, entropy": lambda: evalkit_sampler(model, tok, prompts, n, steps, stop, True),
+        "sampler hf-1, entropy": lambda: evalkit_sampler(model, tok, prompts, n, steps, stop, True, sample_chunk_hf1),
     }
-    if args.skip_baseline:
-        runs = {k: v for k, v in runs.items() if k.startswith("evalkit")}
-    times, tokens_of, first = {}, {}, {}
-    for name, fn in runs.items():
-        if not name.startswith("evalkit"):
-            tokens_of[name], times[name] = fn()
-    # evalkit with and without entropy: same seeds, same work; alternated three times, best of each
-    # (the machine's load drifts over a run: alternating lets it hit both sides alike)
+    timed = {}
+    if not args.skip_baseline:
+        for name, fn in (("per-problem generate (baseline)", baseline_per_problem),
+                         ("batched generate", baseline_batched)):
+            tokens, seconds = fn(model, tok, prompts, n, steps, stop)
+            timed[name] = (tokens, seconds, seconds, None)
+    runs["evalkit, entropy"]()  # warm-up of the preallocating path
+    # alternated three times, best of each (the load drifts over a run: alternating hits every side alike)
     for _ in range(3):
-        for name in ("evalkit, no entropy", "evalkit, entropy"):
-            tokens_of[name], seconds = runs[name]()
-            times[name] = min(seconds, times.get(name, float("inf")))
-            first.setdefault(name, seconds)  # a single run, as the baselines are timed
-    for name in runs:
-        rates[name] = tokens_of[name] / times[name]
-        print(f"{name:34s} {tokens_of[name]:6d} tokens {times[name]:7.2f} s {rates[name]:8.1f} tok/s")
+        for name, fn in runs.items():
+            tokens, seconds, samples = fn()
+            best = min(seconds, timed[name][1]) if name in timed else seconds
+            timed[name] = (tokens, best, timed[name][2] if name in timed else seconds, samples)
+    for name, (tokens, best, _, _) in timed.items():
+        print(f"{name:34s} {tokens:6d} tokens {best:7.2f} s {tokens / best:8.1f} tok/s")
+    return timed, runs
 
-    base = rates.get("per-problem generate (baseline)")
+
+def report(model, tok, prompts, timed: dict, again) -> None:
+    """The RESULT rows; `again()` reruns evalkit's sampler (entropy on) to count its executed FLOPs."""
+    rate = {name: tokens / best for name, (tokens, best, _, _) in timed.items()}
+    base = rate.get("per-problem generate (baseline)")
     if base:  # against the baselines' single runs: evalkit's first run, not its best
-        single = tokens_of["evalkit, entropy"] / first["evalkit, entropy"]
-        print(f"\nratio evalkit (entropy, first run) / per-problem baseline: {single / base:.2f}x  (target >= 3x)")
-        print(f"ratio batched generate / per-problem baseline:   {rates['batched generate'] / base:.2f}x")
-        result("sampler tokens/s vs per-problem generate", measured=f"{single:.1f} tok/s (first run)",
-               baseline=f"per-problem generate {base:.1f} tok/s", ratio=single / base, target=">= 3")
-    overhead = times["evalkit, entropy"] / times["evalkit, no entropy"] - 1
-    print(f"entropy recording overhead: {100 * overhead:+.1f}%  (target < 10%)")
-    result("sampler time with entropy / without", measured=f"{times['evalkit, entropy']:.2f} s",
-           baseline=f"no entropy {times['evalkit, no entropy']:.2f} s", ratio=1 + overhead, target="<= 1.1")
+        tokens, _, first, _ = timed["evalkit, entropy"]
+        print(f"\nratio evalkit (entropy, first run) / per-problem baseline: {tokens / first / base:.2f}x  (target >= 3x)")
+        print(f"ratio batched generate / per-problem baseline:   {rate['batched generate'] / base:.2f}x")
+        result("sampler tokens/s vs per-problem generate", measured=f"{tokens / first:.1f} tok/s (first run)",
+               baseline=f"per-problem generate {base:.1f} tok/s", ratio=tokens / first / base, target=">= 3")
+    old = rate["sampler hf-1, entropy"]
+    print(f"ratio evalkit (hf-2) / sampler hf-1, entropy on, best of 3 each: {rate['evalkit, entropy'] / old:.2f}x  "
+          "(target >= 1.5x)")
+    result("sampler tokens/s vs sampler hf-1", measured=f"{rate['evalkit, entropy']:.1f} tok/s",
+           baseline=f"sampler hf-1 {old:.1f} tok/s", ratio=rate["evalkit, entropy"] / old, target=">= 1.5",
+           note="best of 3 alternated runs each, entropy on")
+    with_h, without = timed["evalkit, entropy"][1], timed["evalkit, no entropy"][1]
+    print(f"entropy recording overhead: {100 * (with_h / without - 1):+.1f}%  (target < 10%)")
+    result("sampler time with entropy / without", measured=f"{with_h:.2f} s", baseline=f"no entropy {without:.2f} s",
+           ratio=with_h / without, target="<= 1.1")
+    dense_and_ceiling(model, tok, prompts, timed, again)
 
-    peak = matmul_flops()
-    flops = executed_matmul_flops(model, runs["evalkit, entropy"])  # same seeds: the timed runs' work
-    achieved = flops / times["evalkit, entropy"]
-    nominal = 2 * matmul_params(model) * (rates["evalkit, entropy"] * times["evalkit, entropy"] + prompt_tokens)
-    print(f"dense fp32 matmul here: {peak / 1e9:.1f} GFLOP/s; evalkit sampler executes {flops / 1e9:.0f} GFLOP "
-          f"of weight matmuls at {achieved / 1e9:.1f} GFLOP/s = {100 * achieved / peak:.1f}% "
-          f"(counting every prompt and generated token through every weight, {nominal / 1e9:.0f} GFLOP: "
-          f"{100 * nominal / times['evalkit, entropy'] / peak:.1f}%)")
-    result("sampler share of the fp32 matmul rate", measured=f"{achieved / 1e9:.1f} GFLOP/s",
-           baseline=f"dense {1536}x{1536} matmul {peak / 1e9:.1f} GFLOP/s", ratio=achieved / peak,
-           target=">= 0.5", note="weight matmuls the sampler executes (hooks), prefill + decode")
+
+def dense_and_ceiling(model, tok, prompts, timed: dict, again) -> None:
+    """Each sampler's useful matmul FLOP rate against the dense rate and the decode ceiling."""
+    peak, prefill = matmul_flops(), prefill_matmul_flops(model, tok, prompts)
+    shares = {}
+    for name in ("evalkit, entropy", "sampler hf-1, entropy"):
+        _, best, _, samples = timed[name]
+        shares[name] = useful_flops(model, prefill, samples) / best / peak
+    _, best, _, samples = timed["evalkit, entropy"]
+    executed = executed_matmul_flops(model, again)  # same seeds: the timed runs' work
+    fed = sum(max(0, s.num_tokens - 1) for s in samples)
+    steps = max(s.num_tokens for s in samples) - 1
+    ceiling = shape_rate(model, round(fed / max(1, steps))) / peak
+    print(f"dense fp32 matmul here: {peak / 1e9:.1f} GFLOP/s; useful weight-matmul rate: evalkit "
+          f"{100 * shares['evalkit, entropy']:.1f}%, hf-1 {100 * shares['sampler hf-1, entropy']:.1f}% of it; "
+          f"evalkit executes {executed / 1e9:.0f} GFLOP for {useful_flops(model, prefill, samples) / 1e9:.0f} useful "
+          f"(finished rows kept until compaction); decode ceiling at {round(fed / max(1, steps))} rows per step "
+          f"{100 * ceiling:.1f}%")
+    share = shares["evalkit, entropy"]
+    result("sampler share of the fp32 matmul rate", measured=f"{share * peak / 1e9:.1f} GFLOP/s",
+           baseline=f"dense {1536}x{1536} matmul {peak / 1e9:.1f} GFLOP/s", ratio=share, target=">= 0.45",
+           note=f"useful weight matmuls, prefill + decode; hf-1 in the same run {shares['sampler hf-1, entropy']:.3f}")
+    result("sampler share of the decode ceiling", measured=f"{100 * share:.1f}% of the dense rate",
+           baseline=f"the model's matmuls alone at the decode batch: {100 * ceiling:.1f}%", ratio=share / ceiling,
+           target=">= 0.75", note="either this or the dense-rate share is the issue-26 target")
+
+
+def sweep(model, tok, prompts, args, stop) -> None:
+    """hf-2's tokens/s at each COMPACT_BELOW (the samples change with it), best of 3 alternated."""
+    import evalkit.sampling as sampling
+
+    values = [float(x) for x in args.compact.split(",")]
+    best: dict[float, tuple] = {}
+    default = sampling.COMPACT_BELOW
+    try:
+        for _ in range(3):
+            for value in values:
+                sampling.COMPACT_BELOW = value
+                tokens, seconds, _ = evalkit_sampler(model, tok, prompts, args.n, args.tokens, stop, True)
+                if value not in best or seconds < best[value][1]:
+                    best[value] = (tokens, seconds)
+    finally:
+        sampling.COMPACT_BELOW = default
+    for value, (tokens, seconds) in best.items():
+        print(f"COMPACT_BELOW {value:4.2f}: {tokens:6d} tokens {seconds:6.2f} s {tokens / seconds:7.1f} tok/s")
 
 
 if __name__ == "__main__":

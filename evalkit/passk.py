@@ -58,7 +58,7 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     """
     from evalkit.grading import Grader
     from evalkit.models import identity, resolve_device, resolve_model
-    from evalkit.sampling import check_context, context_length, render_prompt
+    from evalkit.sampling import check_context, context_length, render_prompt, sampler_version
     from evalkit.tasks import grader_version, load_task
 
     opts.validate()
@@ -80,6 +80,7 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
             "model": model_identity,
             "task": task.spec.identity(),
             "grader": grader_version(task.spec.kind),
+            "sampler": sampler_version(opts.backend),  # a run drawn by another sampler is not resumed
             "problems": len(problems),
             "sampling": ex.sampling,
             "batch_size": opts.batch_size,

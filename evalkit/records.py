@@ -8,6 +8,10 @@ Record kinds: `passk` (run.json, summary.json), `train-es`, `train-grpo`, `train
 `train-es-grpo` (run.json), `study` (study.json), `forgetting` (the journal's identity). Each
 has one upgrade chain; a step names what changed in that schema.
 
+A passk record names the sampler that drew its samples (`sampler`, evalkit.sampling.sampler_version);
+records of schemas before 4 were drawn by the samplers in UNVERSIONED_SAMPLERS (imported runs
+were drawn by another tool and name none).
+
 Adding an option that changes results: give it a default that reproduces the old behaviour,
 bump SCHEMA_VERSION, and list it in OPTIONS_ADDED under the new version: records of older
 schemas then read as if they held it at that default. Changing a default of an existing option
@@ -18,12 +22,14 @@ from __future__ import annotations
 
 import json
 
-__all__ = ["SCHEMA_VERSION", "upgrade", "record_options", "versions", "OPTIONS_ADDED", "UNVERSIONED_GRADERS"]
+__all__ = ["SCHEMA_VERSION", "upgrade", "record_options", "versions", "OPTIONS_ADDED", "UNVERSIONED_GRADERS",
+           "UNVERSIONED_SAMPLERS"]
 
 # 1: no schema_version. 2: options' task_config is a JSON object (1: a string).
 # 3: trainer options recorded whole (2 left out those added later, at their default); one model identity
 #    key, `sha256` (forgetting journals said `weights_hash` / `hub_name`); grader named in every graded record.
-SCHEMA_VERSION = 3
+# 4: passk records name their sampler (`sampler`: hf-2 since issue 26's preallocated cache).
+SCHEMA_VERSION = 4
 
 # Options added after records existed, by the schema that first records them: {name: the value that
 # reproduces what records without it did}. A record of an older schema reads as holding these.
@@ -34,6 +40,9 @@ OPTIONS_ADDED = {
 }
 # Grades of records made before grader versions were recorded (evalkit 0.1), by task kind.
 UNVERSIONED_GRADERS = {"math": "math-1", "reasoning_gym": "reasoning_gym-1"}
+# The sampler of passk records made before samplers were named (schema < 4), by backend (`sampling.backend`,
+# absent for the HF backend).
+UNVERSIONED_SAMPLERS = {"hf": "hf-1", "vllm": "vllm-1"}
 TRAINER_KINDS = ("train-es", "train-grpo", "train-distill")
 
 
@@ -62,6 +71,8 @@ def upgrade(record: dict) -> dict:
             record["grader"] = UNVERSIONED_GRADERS.get((record.get("task") or {}).get("kind"))
     if version < 3:
         _upgrade_to_3(record, kind)
+    if version < 4 and kind == "passk" and "sampler" not in record and "import" not in record:
+        record["sampler"] = UNVERSIONED_SAMPLERS.get((record.get("sampling") or {}).get("backend", "hf"))
     record["schema_version"] = SCHEMA_VERSION
     return record
 

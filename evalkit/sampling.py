@@ -1,15 +1,19 @@
 """Batched sampling with the Hugging Face backend, deterministic per sample.
 
 Each call takes a fixed chunk of problems: the prompts are left-padded and
-run through the model once (prefill), the key/value cache is repeated n
-times, and the n samples per problem decode together. Rows that finish are
-removed from the batch, so finished sequences stop costing compute. When
-the chunk's prompts share a long token prefix (a chat template's system
-prompt: 27 of ~47 tokens for the default model and task), that prefix is
-run once and its cache shared by every prompt; only the rest is prefilled
-per prompt, padded on its left (between prefix and rest, masked). Each
-token keeps its position (prefix 0..P-1, then the prompt's own tokens), so
-the computation is the same up to float rounding.
+run through the model once (prefill), the key/value cache is copied n times
+into preallocated buffers (evalkit.kvcache: `[rows, heads, prompt + new
+tokens, head_dim]` per layer, each step written in place), and the n
+samples per problem decode together. A row that finishes stays in its batch
+slot, no longer drawn for; when fewer than COMPACT_BELOW of the slots are
+live the batch is compacted (one copy), so finished sequences stop costing
+compute without a copy of the cache at every finish. When the chunk's
+prompts share a long token prefix (a chat template's system prompt: 27 of
+~47 tokens for the default model and task), that prefix is run once and its
+cache shared by every prompt; only the rest is prefilled per prompt, padded
+on its left (between prefix and rest, masked). Each token keeps its position
+(prefix 0..P-1, then the prompt's own tokens), so the computation is the
+same up to float rounding.
 
 Determinism: sample j of problem i draws its uniforms from its own generator
 seeded by `sample_seed(seed, problem_id, j)` (a hash, so seeds never overlap
@@ -17,6 +21,14 @@ across problems, unlike `seed + j` schemes), and tokens are drawn by inverse
 CDF from the exact (full-vocabulary) distribution. Float rounding still
 depends on what shares the batch, so callers must keep chunks fixed: the same
 chunk gives bitwise the same samples.
+
+The sampler's version (SAMPLER_VERSION) names what shapes the samples' bits
+beyond the settings: the cache layout, when rows leave the batch, the draw.
+Every passk run records it (`sampler` in run.json) and a run drawn by another
+version is not resumed. hf-1 (evalkit up to issue 26): a cache grown by
+concatenation, every finished row pruned at once (frozen in
+benchmarks/sampler_hf1.py). hf-2: the preallocated cache and compaction
+below COMPACT_BELOW live rows.
 
 Every sampling parameter is explicit: temperature, top_p and max_new_tokens
 come from the caller; top_k is never applied (the model's generation_config,
@@ -26,6 +38,11 @@ Entropy: per token `H_t = -sum_v p_t(v) log p_t(v)` in nats over the full
 vocabulary of softmax(logits / temperature), before top-p truncation (Cui et
 al. 2025; TRL and verl compute it the same way), averaged over the generated
 tokens of a sample, the stop token included. Greedy rows use temperature 1.
+
+Limits: the buffers hold every row at full length from the start (memory of
+a cache whose rows all run to max_new_tokens); models whose cache has
+sliding-window or linear-attention layers keep transformers' growing cache
+(evalkit.kvcache).
 """
 
 from __future__ import annotations
@@ -37,8 +54,10 @@ from dataclasses import dataclass
 __all__ = [
     "SamplingConfig", "Sample", "derive_seed", "sample_seed", "render_prompt", "sample_chunk", "sample_texts",
     "sample_problems",
-    "stop_token_ids", "eos_ids", "decode_completion",
+    "stop_token_ids", "eos_ids", "decode_completion", "SAMPLER_VERSION", "sampler_version",
 ]
+
+SAMPLER_VERSION = "hf-2"  # bump whenever a change can move a sample's bits at the same settings
 
 
 @dataclass(frozen=True)
@@ -74,6 +93,16 @@ class Sample:
     finish_reason: str  # "stop" or "length"
     mean_entropy: float | None
     seed: int
+
+
+def sampler_version(backend: str) -> str:
+    """The sampler a run's samples come from, as run.json records it (`sampler`): this module's
+    SAMPLER_VERSION for the Hugging Face backend, vLLM's for `--backend vllm`."""
+    if backend == "vllm":
+        from evalkit.scale.vllm_backend import SAMPLER
+
+        return SAMPLER
+    return SAMPLER_VERSION
 
 
 def derive_seed(*parts) -> int:
@@ -175,52 +204,84 @@ def sample_chunk(
     stop_ids: Sequence[int],
     on_token: Callable[[int], None] | None = None,
 ) -> list[Sample]:
-    """Draw cfg.n samples for each rendered prompt; see the module docstring."""
+    """Draw cfg.n samples for each rendered prompt; see the module docstring. `on_token(rows)`
+    is called once per step with the number of rows that drew a token."""
     import torch
 
-    device = next(model.parameters()).device
-    n, steps = cfg.n, cfg.max_new_tokens
-    rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
-    seeds = [sample_seed(cfg.seed, problem_ids[i], j) for i, j in rows]
-    uniforms = _uniforms(seeds, steps, device)
+    from evalkit.kvcache import preallocate
 
+    device = next(model.parameters()).device
+    rows = [(i, j) for i in range(len(prompts)) for j in range(cfg.n)]
+    seeds = [sample_seed(cfg.seed, problem_ids[i], j) for i, j in rows]
+    uniforms = _uniforms(seeds, cfg.max_new_tokens, device)
     with torch.inference_mode():
         out, mask = _prefill(model, tokenizer, prompts, device)
-        cache = out.cache
-        cache.batch_repeat_interleave(n)
-        logits = out.logits[:, -1].repeat_interleave(n, dim=0)
-        mask = mask.repeat_interleave(n, dim=0)
-        positions = mask.sum(-1, keepdim=True)  # next position per row
+        cache = preallocate(out.cache, cfg.n, mask.shape[1] + cfg.max_new_tokens)
+        logits = out.logits[:, -1].repeat_interleave(cfg.n, dim=0)
+        drawn = _decode(model, cache, logits, mask.repeat_interleave(cfg.n, dim=0), uniforms,
+                        _Draw(cfg, tuple(sorted(stop_ids)), on_token))
+    return _samples(rows, *drawn, seeds, cfg)
 
-        live = torch.arange(len(rows), device=device)
-        tokens: list[list[int]] = [[] for _ in rows]
-        entropy_sum = torch.zeros(len(rows), dtype=torch.float64, device=device)
-        finish = ["length"] * len(rows)
-        stop = torch.tensor(sorted(stop_ids), device=device)
-        for t in range(steps):
-            next_tok, ent = _draw(logits.float(), uniforms[live, t], cfg, record=cfg.record_entropy)
-            if ent is not None:
-                entropy_sum[live] += ent.double()
-            for r, tok in zip(live.tolist(), next_tok.tolist(), strict=True):
-                tokens[r].append(tok)
-            done = torch.isin(next_tok, stop)
-            for r in live[done].tolist():
-                finish[r] = "stop"
-            if on_token is not None:
-                on_token(len(live))
-            keep = ~done
-            if t == steps - 1 or not keep.any():
-                break
-            if not keep.all():
-                cache.batch_select_indices(keep.nonzero().squeeze(-1))
-                live, mask, positions, next_tok = live[keep], mask[keep], positions[keep], next_tok[keep]
-            mask = torch.cat([mask, mask.new_ones(len(live), 1)], dim=-1)
-            out = model(input_ids=next_tok[:, None], attention_mask=mask, position_ids=positions, cache=cache,
-                        use_cache=True)
-            positions = positions + 1
-            logits = out.logits[:, -1]
 
-    return _samples(rows, tokens, finish, entropy_sum, seeds, cfg)
+@dataclass(frozen=True)
+class _Draw:
+    """What the decode loop draws with: the settings, the stop ids, the per-step callback."""
+
+    cfg: SamplingConfig
+    stop_ids: tuple[int, ...]
+    on_token: Callable[[int], None] | None
+
+
+COMPACT_BELOW = 0.75  # live fraction of the batch under which finished rows are dropped (benchmarks/NOTES.md)
+
+
+def _decode(model, cache, logits, mask, uniforms, draw: _Draw):
+    """The decode loop over every row at once; returns (tokens [rows, steps], lengths, stopped,
+    entropy sums). A finished row stays in the batch (its slot keeps computing, its draws are
+    skipped) until fewer than COMPACT_BELOW of the slots are live; then the batch is compacted,
+    one copy of the cache. The attention mask, the cache and the tokens live in buffers written
+    in place. Which rows share the batch at each step is a function of the samples alone, so a
+    chunk still gives bitwise the same samples."""
+    import torch
+
+    total, steps = uniforms.shape
+    device, width, cfg = logits.device, mask.shape[1], draw.cfg
+    masks = torch.cat([mask, mask.new_zeros(total, steps)], dim=-1)
+    positions = mask.sum(-1, keepdim=True)
+    tokens = torch.zeros(total, steps, dtype=torch.long, device=device)
+    lengths = torch.full((total,), steps, dtype=torch.long, device=device)
+    stopped = torch.zeros(total, dtype=torch.bool, device=device)
+    entropy_sum = torch.zeros(total, dtype=torch.float64, device=device)
+    stop = torch.tensor(draw.stop_ids, device=device)
+    slot_rows = torch.arange(total, device=device)  # the sample in each batch slot
+    live = torch.arange(total, device=device)  # the slots still drawing
+    inputs = torch.zeros(total, 1, dtype=torch.long, device=device)
+    for t in range(steps):
+        rows = slot_rows[live] if len(live) < len(slot_rows) else slot_rows
+        next_tok, ent = _draw(logits[live] if len(live) < len(slot_rows) else logits, uniforms[rows, t], cfg,
+                              record=cfg.record_entropy)
+        tokens[rows, t] = next_tok
+        if ent is not None:
+            entropy_sum[rows] += ent.double()
+        if draw.on_token is not None:
+            draw.on_token(len(rows))
+        done = torch.isin(next_tok, stop)
+        if done.any():
+            lengths[rows[done]] = t + 1
+            stopped[rows[done]] = True
+            live, next_tok = live[~done], next_tok[~done]
+        if t == steps - 1 or len(live) == 0:
+            break
+        if len(live) < COMPACT_BELOW * len(slot_rows):
+            cache.batch_select_indices(live)
+            slot_rows, masks, positions, inputs = slot_rows[live], masks[live], positions[live], inputs[live]
+            live = torch.arange(len(live), device=device)
+        inputs[live, 0] = next_tok
+        masks[:, width + t] = 1
+        logits = model(input_ids=inputs, attention_mask=masks[:, : width + t + 1], position_ids=positions,
+                       cache=cache, use_cache=True).logits[:, -1]
+        positions += 1
+    return tokens, lengths, stopped, entropy_sum
 
 
 def _uniforms(seeds: Sequence[int], steps: int, device):
@@ -231,16 +292,14 @@ def _uniforms(seeds: Sequence[int], steps: int, device):
     return torch.stack(rows).to(device)
 
 
-def _samples(rows, tokens, finish, entropy_sum, seeds, cfg: SamplingConfig) -> list[Sample]:
+def _samples(rows, tokens, lengths, stopped, entropy_sum, seeds, cfg: SamplingConfig) -> list[Sample]:
     """The Sample records: the stop token is counted in num_tokens but not kept in token_ids."""
     samples = []
-    for r, (i, j) in enumerate(rows):
-        ids = tokens[r]
-        num = len(ids)
-        if finish[r] == "stop":
-            ids = ids[:-1]
+    for r, ((i, j), ids, num, stop) in enumerate(zip(rows, tokens.tolist(), lengths.tolist(), stopped.tolist(),
+                                                      strict=True)):
+        kept = ids[: num - 1] if stop else ids[:num]
         mean_h = float(entropy_sum[r] / num) if cfg.record_entropy and num else None
-        samples.append(Sample(i, j, tuple(ids), num, finish[r], mean_h, seeds[r]))
+        samples.append(Sample(i, j, tuple(kept), num, "stop" if stop else "length", mean_h, seeds[r]))
     return samples
 
 
@@ -283,25 +342,36 @@ def _prefill(model, tokenizer, prompts: Sequence[str], device):
 
 
 def _draw(logits, u, cfg: SamplingConfig, *, record: bool):
-    """Next token per row by inverse CDF on uniforms u; entropy when asked."""
+    """Next token per row by inverse CDF on uniforms u; entropy when asked.
+
+    The token is the first whose cumulative probability (float32 cumsum) reaches `u * total` in
+    float64; it is found in the float32 CDF against the smallest float32 at or above that target,
+    which selects the same token without a float64 copy of the CDF."""
     import torch
 
+    logits = logits.float()
     if cfg.temperature <= 0 and not record:
         return logits.argmax(-1), None  # greedy: no distribution needed
     temperature = cfg.temperature if cfg.temperature > 0 else 1.0
-    logp = torch.log_softmax(logits / temperature, dim=-1)
+    logp = torch.log_softmax(logits / temperature if temperature != 1.0 else logits, dim=-1)
     probs = logp.exp()
     ent = -(probs * logp).sum(-1) if record else None
     if cfg.temperature <= 0:
         return logits.argmax(-1), ent
+    order = None
     if cfg.top_p < 1.0:
         sorted_p, order = probs.sort(dim=-1, descending=True)
         cdf = sorted_p.cumsum(-1)
-        sorted_p = sorted_p.masked_fill(cdf - sorted_p > cfg.top_p, 0.0)  # keep the nucleus
-        cdf = sorted_p.cumsum(-1)
-        idx = torch.searchsorted(cdf.double(), (u * cdf[:, -1].double())[:, None])
-        idx = idx.clamp(max=logits.shape[-1] - 1)
-        return order.gather(-1, idx).squeeze(-1), ent
-    cdf = probs.cumsum(-1).double()
-    idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1)
-    return idx.clamp(max=logits.shape[-1] - 1), ent
+        probs = sorted_p.masked_fill(cdf - sorted_p > cfg.top_p, 0.0)  # keep the nucleus
+    cdf = probs.cumsum(-1)
+    idx = torch.searchsorted(cdf, _float32_at_or_above(u * cdf[:, -1].double())[:, None])
+    idx = idx.clamp(max=logits.shape[-1] - 1)
+    return (order.gather(-1, idx) if order is not None else idx).squeeze(-1), ent
+
+
+def _float32_at_or_above(x):
+    """The smallest float32 >= each float64 in `x`: a float32 c satisfies c >= x exactly when c >= it."""
+    import torch
+
+    down = x.float()
+    return torch.where(down.double() < x, torch.nextafter(down, torch.full_like(down, float("inf"))), down)

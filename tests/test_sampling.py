@@ -150,3 +150,127 @@ def test_shared_prompt_prefix_is_prefilled_once_with_the_same_result(loaded, mon
     ref = _run(loaded, cfg, prompts=texts, ids=("a", "b", "c"))
     assert [s.token_ids for s in ref] == [s.token_ids for s in got]  # equal up to float rounding:
     assert [s.mean_entropy for s in ref] == pytest.approx([s.mean_entropy for s in got], abs=1e-5)
+
+
+STOPS = "aeio "  # frequent characters as stop tokens: the tiny model's rows finish at scattered steps
+
+
+def _stops(loaded) -> list[int]:
+    model, tok = loaded
+    return sorted({tok.convert_tokens_to_ids(c) for c in STOPS} | set(stop_token_ids(model, tok)))
+
+
+def _draws_of_own_uniforms(loaded, prompt: str, sample, cfg, stops) -> bool:
+    """Whether `sample` is what its own uniforms select from unbatched, teacher-forced logits: the
+    batch it was drawn in (padding, finished rows kept or compacted) changes only float rounding."""
+    import torch
+
+    from evalkit import sampling
+
+    model, tok = loaded
+    prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt_ids + list(sample.token_ids)])).logits[0, len(prompt_ids) - 1 :]
+    u = sampling._uniforms([sample.seed], cfg.max_new_tokens, "cpu")[0, : sample.num_tokens]
+    drawn, _ = sampling._draw(logits[: sample.num_tokens], u, cfg, record=False)
+    drawn = drawn.tolist()
+    if sample.finish_reason == "stop":
+        return drawn[:-1] == list(sample.token_ids) and drawn[-1] in stops
+    return drawn == list(sample.token_ids) and sample.num_tokens == cfg.max_new_tokens and not set(drawn) & set(stops)
+
+
+@pytest.mark.parametrize("compact_below", [0.0, 0.75, 1.0])
+def test_finished_rows_kept_or_compacted_draw_from_their_own_uniforms(loaded, monkeypatch, compact_below):
+    """Rows finish at scattered steps; kept in the batch (0), compacted below 3/4 live (the default)
+    or at every finish (1), each sample is the draw of its own uniforms, and the same chunk gives
+    bitwise the same samples."""
+    from evalkit import kvcache, sampling
+
+    monkeypatch.setattr(sampling, "COMPACT_BELOW", compact_below)
+    compactions = []
+    select = kvcache.InPlaceLayer.batch_select_indices
+    monkeypatch.setattr(kvcache.InPlaceLayer, "batch_select_indices",
+                        lambda self, idx: compactions.append(len(idx)) or select(self, idx))
+    model, tok = loaded
+    stops = _stops(loaded)
+    cfg = SamplingConfig(n=8, temperature=1.0, max_new_tokens=24, seed=2)
+    prompts = [render_prompt(tok, p) for p in [*PROMPTS, "hi"]]
+    samples = sample_chunk(model, tok, prompts, ["a", "b", "c"], cfg, stop_ids=stops)
+    finishes = {s.finish_reason for s in samples}
+    assert finishes == {"stop", "length"} and len({s.num_tokens for s in samples}) > 4
+    assert (len(compactions) > 0) == (compact_below > 0)
+    assert all(_draws_of_own_uniforms(loaded, prompts[s.problem_index], s, cfg, stops) for s in samples)
+    assert sample_chunk(model, tok, prompts, ["a", "b", "c"], cfg, stop_ids=stops) == samples
+
+
+def test_the_cache_is_preallocated_and_written_in_place(loaded, monkeypatch):
+    """One buffer per layer for keys and values, allocated once: decode steps write into it (its data
+    pointer stays put) and nothing grows by concatenation."""
+    import torch
+
+    from evalkit import kvcache
+
+    model, tok = loaded
+    made, pointers, cats = [], set(), []
+    preallocate = kvcache.preallocate
+    monkeypatch.setattr(kvcache, "preallocate", lambda *a, **k: made.append(preallocate(*a, **k)) or made[-1])
+    update = kvcache.InPlaceLayer.update
+    monkeypatch.setattr(kvcache.InPlaceLayer, "update",
+                        lambda self, k, v, *a, **kw: pointers.add(self.key_buffer.data_ptr()) or update(self, k, v))
+    cat = torch.cat
+    monkeypatch.setattr(torch, "cat", lambda *a, **k: (made and cats.append(a[0][0].shape)) or cat(*a, **k))
+    cfg = SamplingConfig(n=3, temperature=1.0, max_new_tokens=10, seed=1)
+    samples = _run(loaded, cfg)  # nothing finishes early: no compaction
+    (cache,) = made
+    assert kvcache.is_preallocated(cache) and len(cache.layers) == model.config.num_hidden_layers
+    layer = cache.layers[0]
+    assert layer.key_buffer.shape[0] == 2 * 3 and layer.key_buffer.shape[2] >= layer.length
+    assert len(pointers) == model.config.num_hidden_layers  # one buffer per layer, never replaced
+    assert max(s.num_tokens for s in samples) == 10
+    assert cats and all(len(shape) != 4 or shape[-1] != layer.key_buffer.shape[-1] for shape in cats)  # after the
+    # prefill, torch.cat joins only rotary halves and the first step's mask, never keys or values
+
+
+def test_samples_do_not_depend_on_the_thread_count_on_the_tiny_model(loaded):
+    """As with sampler hf-1 (measured on this machine: 1 and 2 threads give the same samples on the
+    tiny model): the preallocated cache and compaction add no dependence on torch's threads."""
+    import torch
+
+    model, tok = loaded
+    stops = _stops(loaded)
+    prompts = [render_prompt(tok, p) for p in [*PROMPTS, "hi"]]
+    cfg = SamplingConfig(n=8, temperature=1.0, max_new_tokens=24, seed=4)
+    threads = torch.get_num_threads()
+    got = {}
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            got[count] = sample_chunk(model, tok, prompts, ["a", "b", "c"], cfg, stop_ids=stops)
+    finally:
+        torch.set_num_threads(threads)
+    assert got[1] == got[2]
+
+
+def test_the_draw_searches_the_float32_cdf_as_the_float64_one():
+    """`_draw` finds the token in the float32 CDF against the smallest float32 at or above the float64
+    target: the same token as searching the CDF converted to float64 (sampler hf-1's way), also at
+    targets that fall exactly on, just above and just below a CDF value."""
+    import torch
+
+    from evalkit.sampling import _draw, _float32_at_or_above
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(64, 500, generator=gen) * 3
+    cdf = torch.softmax(logits, -1).cumsum(-1)
+    exact = cdf[:, 123].double() / cdf[:, -1].double()
+    edges = torch.cat([exact, torch.nextafter(exact, torch.ones_like(exact)), torch.nextafter(exact, -exact)])
+    u = torch.cat([torch.rand(64, generator=gen, dtype=torch.float64), edges.clamp(0, 1 - 1e-16)])
+    logits = torch.cat([logits] * 4)
+    cfg = SamplingConfig(temperature=1.0)
+    got, _ = _draw(logits, u, cfg, record=False)
+    cdf64 = torch.log_softmax(logits, -1).exp().cumsum(-1).double()
+    want = torch.searchsorted(cdf64, (u * cdf64[:, -1])[:, None]).squeeze(-1).clamp(max=499)
+    assert torch.equal(got, want)
+    x = torch.tensor([1.0, 1 + 2**-30, 0.1], dtype=torch.float64)
+    up = _float32_at_or_above(x)
+    assert bool((up.double() >= x).all()) and bool((torch.nextafter(up, torch.zeros_like(up)).double() < x).all())

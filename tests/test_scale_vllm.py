@@ -15,7 +15,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers.fake_vllm import CompletionOutput, FakeSamplingParams, Logprob, RequestOutput  # noqa: E402
+from helpers.fake_vllm import (  # noqa: E402
+    CompletionOutput,
+    FakeSamplingParams,
+    Logprob,
+    RequestOutput,
+    check_llm_kwargs,
+)
 
 from evalkit.errors import UsageError
 from evalkit.passk import PasskOptions, run_passk
@@ -54,7 +60,8 @@ def test_parse_stop_counts_the_stop_token_and_drops_it():
     rng = np.random.default_rng(0)
     logits = [rng.normal(size=50) for _ in range(3)]
     lps = [_top(lg, 5, s) for lg, s in zip(logits, [11, 12, 2], strict=True)]
-    out = CompletionOutput(0, "ab", [11, 12, 2], -3.0, lps, "stop", None)
+    out = CompletionOutput(index=0, text="ab", token_ids=[11, 12, 2], cumulative_logprob=-3.0, logprobs=lps,
+                           finish_reason="stop", stop_reason=None)
     text, s = vb.parse_completion(out, 1, 3, 99, [2], _LetterTokenizer())
     assert text == "ab" and s.token_ids == (11, 12) and s.num_tokens == 3 and s.finish_reason == "stop"
     assert (s.problem_index, s.sample_index, s.seed) == (1, 3, 99)
@@ -63,12 +70,13 @@ def test_parse_stop_counts_the_stop_token_and_drops_it():
 
 
 def test_parse_length_keeps_every_token_and_missing_logprobs_give_none():
-    out = CompletionOutput(0, "abc", [11, 12, 2], None, None, "length", None)
+    out = CompletionOutput(index=0, text="abc", token_ids=[11, 12, 2], finish_reason="length")
     _, s = vb.parse_completion(out, 0, 0, 1, [2], _LetterTokenizer())
     assert s.token_ids == (11, 12, 2) and s.num_tokens == 3 and s.finish_reason == "length"
     assert s.mean_entropy is None
     # stopped on a stop string, not a stop token: nothing to cut
-    _, s = vb.parse_completion(CompletionOutput(0, "ab", [11, 12], None, None, "stop", "##"), 0, 0, 1, [2],
+    _, s = vb.parse_completion(CompletionOutput(index=0, text="ab", token_ids=[11, 12], finish_reason="stop",
+                                                stop_reason="##"), 0, 0, 1, [2],
                                _LetterTokenizer())
     assert s.token_ids == (11, 12) and s.num_tokens == 2
 
@@ -92,6 +100,8 @@ class FakeLLM:
     def __init__(self, model, dtype, seed):
         from transformers import AutoTokenizer
 
+        check_llm_kwargs({"model": model, "dtype": dtype, "seed": seed})
+
         self.tok = AutoTokenizer.from_pretrained(model)
 
     def get_tokenizer(self):
@@ -100,11 +110,13 @@ class FakeLLM:
     def generate(self, prompts, params, use_tqdm=True):
         FakeLLM.calls.append((list(prompts), params))
         outs = []
-        for r, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
+        for r, (_prompt, p) in enumerate(zip(prompts, params, strict=True)):
             digit = str(p.seed % 10)  # seeded answer: the parse, not the engine, is under test
             ids = [self.tok.convert_tokens_to_ids(digit), self.tok.eos_token_id]
             lps = [{t: Logprob(-0.5, 1, digit), t + 1: Logprob(-1.5, 2, "z")} for t in ids]
-            outs.append(RequestOutput(str(r), prompt, [CompletionOutput(0, digit, ids, -1.0, lps, "stop")]))
+            done = CompletionOutput(index=0, text=digit, token_ids=ids, cumulative_logprob=-1.0, logprobs=lps,
+                                    finish_reason="stop")
+            outs.append(RequestOutput(request_id=str(r), prompt=None, outputs=[done]))
         return outs
 
 

@@ -29,7 +29,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers.fake_vllm import CompletionOutput, FakeSamplingParams, Logprob, RequestOutput  # noqa: E402
+from helpers.fake_vllm import (  # noqa: E402
+    CompletionOutput,
+    FakeSamplingParams,
+    Logprob,
+    RequestOutput,
+    check_llm_kwargs,
+)
 from typer.testing import CliRunner  # noqa: E402
 
 from evalkit.cli_train import train_app  # noqa: E402
@@ -60,6 +66,8 @@ class FakeLLM:
     def __init__(self, **kwargs):
         from transformers import AutoTokenizer
 
+        check_llm_kwargs(kwargs)
+
         module, name = kwargs["worker_extension_cls"].rsplit(".", 1)
         extension = getattr(importlib.import_module(module), name)
         worker_cls = type("Worker", (extension,), {})  # vLLM adds the extension to its worker's bases
@@ -83,9 +91,10 @@ class FakeLLM:
             else:
                 ids, finish = digits + [self.tok.eos_token_id], "stop"
             lps = [{t: Logprob(-0.5, 1), t + 1: Logprob(-1.5, 2)} for t in ids]
-            done = CompletionOutput(0, self.tok.decode(ids, skip_special_tokens=True), ids, -1.0, lps, finish)
+            done = CompletionOutput(index=0, text=self.tok.decode(ids, skip_special_tokens=True), token_ids=ids,
+                                    cumulative_logprob=-1.0, logprobs=lps, finish_reason=finish)
             self.outputs.append((p.seed, ids, finish))
-            outs.append(RequestOutput(str(r), text, [done]))
+            outs.append(RequestOutput(request_id=str(r), prompt=text, outputs=[done]))
         return outs
 
     def decide(self, text: str, p) -> tuple[bool, bool]:
@@ -132,7 +141,7 @@ def _weights(folder: Path) -> dict:
 
 
 def test_grpo_samples_with_the_engine_and_pushes_every_update(tiny_model, tmp_path, fake_vllm):
-    from evalkit.models import load_model
+    from evalkit.models import load_model, resolve_model
     from evalkit.sampling import render_prompt, sample_seed, stop_token_ids
     from evalkit.train.common import derive_seed, load_training_task, pick_problems
 
@@ -147,7 +156,7 @@ def test_grpo_samples_with_the_engine_and_pushes_every_update(tiny_model, tmp_pa
     # sample, push, drop the stale prefix cache; twice
     assert llm.events == ["generate", "evalkit_load_weights", "reset_prefix_cache"] * 2
 
-    model, tok = load_model(SimpleNamespace(name="tiny", path=str(tiny_model)))
+    model, tok = load_model(resolve_model(str(tiny_model)))
     stop = stop_token_ids(model, tok)
     task = load_training_task("arith", 12, 0, "{}")
     for step, (prompts, params) in enumerate(llm.calls, start=1):
@@ -188,13 +197,13 @@ def test_grpo_samples_with_the_engine_and_pushes_every_update(tiny_model, tmp_pa
 
 def test_groups_hold_exactly_the_engine_tokens_and_the_scorer_rewards(tiny_model, fake_vllm):
     from evalkit.grading import Grader
-    from evalkit.models import load_model
+    from evalkit.models import load_model, resolve_model
     from evalkit.sampling import render_prompt, stop_token_ids
     from evalkit.train.common import load_training_task
     from evalkit.train.grpo import Policy, _sample_groups
 
     opts = _opts(tiny_model, max_new_tokens=3)
-    model, tok = load_model(SimpleNamespace(name="tiny", path=str(tiny_model)))
+    model, tok = load_model(resolve_model(str(tiny_model)))
     stop = stop_token_ids(model, tok)
     engine = vllm_train.VllmPolicySampler(str(tiny_model), opts, tok, stop, "cuda")
     problems = list(load_training_task("arith", 12, 0, "{}").problems[:3])
@@ -319,7 +328,7 @@ def _bits_equal(a, b) -> bool:
 def test_es_pushes_each_perturbed_member_and_updates_exactly_as_es_does(tiny_model, tmp_path, es_fake):
     """Every push is the HF model's perturbed weights bit for bit, once per member; the saved
     weights equal perturb_/restore_/es_update_ applied directly with the fitnesses the rule gives."""
-    from evalkit.models import load_model
+    from evalkit.models import load_model, resolve_model
     from evalkit.sampling import render_prompt, sample_seed, stop_token_ids
     from evalkit.train.common import derive_seed, load_training_task, pick_problems
     from evalkit.train.es import _params, es_update_, member_seeds, perturb_, restore_, run_es
@@ -335,7 +344,7 @@ def test_es_pushes_each_perturbed_member_and_updates_exactly_as_es_does(tiny_mod
     pushes = llm.worker.model_runner.model.loads
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
-    model, tok = load_model(SimpleNamespace(name="tiny", path=str(tiny_model)))
+    model, tok = load_model(resolve_model(str(tiny_model)))
     stop = stop_token_ids(model, tok)
     params = _params(model)
     task = load_training_task("arith", 12, 0, "{}")

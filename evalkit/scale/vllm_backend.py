@@ -27,11 +27,16 @@ value the HF backend records (docs/references.md, "Token entropy"). Each sample
 says `entropy_kind: "topk_lower_bound"`, and run.json/summary.json say so in
 `sampling.entropy`; `evalkit entropy --model` recomputes it exactly.
 
+The calls and fields used here are listed in evalkit.scale.vllm_surface; `make vllm-check`
+(tools/vllm_check.py) checks them against the newest vLLM release in a virtual environment of
+its own (build/venv-vllm; vLLM's CUDA torch never enters .venv), and the tests' fakes are built
+from the same lists. run.json's `sampler` for this backend is SAMPLER.
+
 Limits: samples differ from the HF backend's (other kernels and random
 streams); vLLM handles multi-GPU itself (tensor parallel), so Ray workers
-are not combined with it (evalkit.options.SCALE). Never run here against a real engine (no GPU, and
-vLLM's CUDA wheels would replace the pinned torch): only request building
-and output parsing are tested, on objects of vLLM's documented shapes.
+are not combined with it (evalkit.options.SCALE). Never run here against a real engine (no GPU):
+request building and output parsing are tested on fakes of vLLM's checked shapes, and on vLLM's
+own objects by `make vllm-check`.
 """
 
 from __future__ import annotations
@@ -43,9 +48,12 @@ from evalkit.errors import UsageError
 from evalkit.options import PasskOptions
 from evalkit.sampling import Sample, SamplingConfig, sample_seed
 
-__all__ = ["import_vllm", "build_requests", "parse_completion", "topk_entropy", "VllmChunks"]
+__all__ = ["import_vllm", "build_requests", "token_prompts", "parse_completion", "topk_entropy", "VllmChunks",
+           "SAMPLER"]
 
 ENTROPY_KIND = "topk_lower_bound"
+SAMPLER = "vllm-1"  # run.json's `sampler` for this backend (evalkit.sampling.sampler_version); vLLM's own release is
+# not part of it: its samples differ from the HF backend's in any case (see Limits)
 
 
 def import_vllm():
@@ -77,6 +85,14 @@ def build_requests(problem_ids: Sequence[str], cfg: SamplingConfig, *, logprobs:
         for pid in problem_ids
         for j in range(cfg.n)
     ]
+
+
+def token_prompts(tokenizer, prompts: Sequence[str], n: int) -> list[dict]:
+    """generate's prompts: vLLM TokensPrompts `{"prompt_token_ids": ids}`, each rendered prompt n times,
+    tokenized with `add_special_tokens=False` as the HF backend and the loss see them (a string
+    prompt would get vLLM's special tokens: a second BOS after a chat template that has one)."""
+    ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    return [{"prompt_token_ids": list(x)} for x in ids for _ in range(n)]
 
 
 def topk_entropy(position_logprobs) -> float | None:
@@ -135,11 +151,7 @@ class VllmChunks:
 
         for index, part in jobs:
             requests = build_requests([p.id for p in part], self.cfg, logprobs=self.logprobs, stop_ids=self.stop)
-            # token ids, tokenized as the HF backend does: a string prompt would get vLLM's
-            # special tokens (a second BOS after a chat template that already has one)
-            ids = [self.tokenizer(render_prompt(self.tokenizer, p.prompt),
-                                  add_special_tokens=False)["input_ids"] for p in part]
-            prompts = [{"prompt_token_ids": list(x)} for x in ids for _ in range(self.cfg.n)]
+            prompts = token_prompts(self.tokenizer, [render_prompt(self.tokenizer, p.prompt) for p in part], self.cfg.n)
             params = [self.vllm.SamplingParams(**r) for r in requests]
             outputs = self.llm.generate(prompts, params, use_tqdm=False)
             drawn = {}

@@ -44,8 +44,9 @@ TRL trl/trainer/grpo_trainer.py `_move_model_to_vllm` (colocate:
 `llm.llm_engine.model_executor.driver_worker.model_runner.model.load_weights`,
 then `llm.reset_prefix_cache()`), whose pre-V1 path `collective_rpc` replaces.
 
-Limits: never run against a real engine (no GPU here, and vLLM's CUDA wheels
-would replace the pinned torch): tested with an engine of `vllm.LLM`'s shape.
+Limits: never run against a real engine (no GPU here): tested with an engine of `vllm.LLM`'s
+shape, built from evalkit.scale.vllm_surface's lists, which `make vllm-check` checks against
+the newest vLLM release (its own virtual environment; vLLM's CUDA torch never enters .venv).
 Samples differ from the HF backend's (other kernels, other random streams),
 so `backend` is part of the run's identity in run.json and resuming with the
 other backend is refused. GPU memory: the engine takes
@@ -157,11 +158,10 @@ class VllmPolicySampler:
 
     def sample(self, prompts: Sequence[str], problems, cfg: SamplingConfig, stop) -> list[Sample]:
         """cfg.n samples per rendered prompt, as `sample_chunk` returns them (same order, seeds)."""
-        from evalkit.scale.vllm_backend import build_requests, parse_completion
+        from evalkit.scale.vllm_backend import build_requests, parse_completion, token_prompts
 
         requests = build_requests([p.id for p in problems], cfg, logprobs=ENTROPY_TOPK, stop_ids=stop)
-        ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        inputs = [{"prompt_token_ids": list(x)} for x in ids for _ in range(cfg.n)]
+        inputs = token_prompts(self.tokenizer, prompts, cfg.n)
         params = [self.vllm.SamplingParams(**r) for r in requests]
         outputs = self.llm.generate(inputs, params, use_tqdm=False)
         samples = []
