@@ -49,8 +49,18 @@ def child(path: str, names_from: str, base: str | None) -> None:
     import numpy as np
     import torch  # noqa: F401  (every child pays the same imports)
 
-    from evalkit.checkpoints import ChunkReader, TensorCache, open_checkpoint
-    from evalkit.checkpoints import dcp, deepspeed, lora, pickles, validate, verl, vllm  # noqa: F401  (imports untimed)
+    from evalkit.checkpoints import (  # noqa: F401  (imports untimed)
+        ChunkReader,
+        TensorCache,
+        dcp,
+        deepspeed,
+        lora,
+        open_checkpoint,
+        pickles,
+        validate,
+        verl,
+        vllm,
+    )
 
     names = json.loads(Path(names_from).read_text())
     rss0 = _vm("VmRSS")
