@@ -47,3 +47,14 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+
+# evalkit's vLLM calls against the newest vLLM release (tools/vllm_check.py, evalkit/scale/vllm_surface.py):
+# vLLM installs into its own venv (a CUDA build with its own torch, about 9 GB; never .venv), and is
+# imported on this CPU machine, not started. Not part of `make test`.
+VLLM_VENV ?= build/venv-vllm
+.PHONY: vllm-check
+vllm-check:
+	test -x $(VLLM_VENV)/bin/python || $(PY) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade vllm
+	$(VLLM_VENV)/bin/python tools/vllm_check.py
