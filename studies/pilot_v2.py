@@ -1,6 +1,6 @@
 """Base-only pilot for the v2 study: which `arith` configuration leaves room above chance at large k.
 
-    python studies/pilot_v2.py --out /tmp/pilot-v2      # rerun to resume; then copy pilot.* into results/study-v2/pilot/
+    python studies/pilot_v2.py --out /tmp/pilot-v2      # rerun to resume; then copy pilot.* into results/pilot-v2/
 
 For each candidate generator configuration, the built-in base model samples n = 16
 completions (T = 1, 32 new tokens) on 24 problems of the training generator (seed 0) and
@@ -27,6 +27,14 @@ from pathlib import Path
 CANDIDATES = [{"max_operand": 99}, {"max_operand": 50}, {"terms": 3}]
 N, PROBLEMS, TOKENS = 16, 24, 32
 KS = (1, 4, 16)
+HELD_OUT, VALIDATION = 60, 64  # the study's eval_task.limit and validation.limit
+DEVIATION = (
+    "No configuration meets the whole rule. The default's operands (1..20) leave too few unseen "
+    "questions for unique held-out and validation splits, so it cannot be used whatever its row says; "
+    "of the others, only max_operand 50 has greedy >= 0.10, and its pass@1 misses 0.03 by 0.0014 "
+    "(11 correct of 384 samples; 0.03 is 11.5). It is taken, with the deviation recorded here, "
+    "rather than the rule being rewritten after the rows were in."
+)
 V1_BASE = Path("results/study/passk/base")
 
 
@@ -41,8 +49,10 @@ def measure(config: dict, out: Path) -> dict:
     run_passk(PasskOptions(**common, n=N, ks=KS, temperature=1.0), out / name / "sampled")
     run_passk(PasskOptions(**common, n=1, ks=(1,), temperature=0.0), out / name / "greedy")
     answers = {p.id: p.answer for p in load_task("arith", size=PROBLEMS, seed=0, config=config).problems}
-    return row(name, config, load_run(out / name / "sampled"), answers,
-               float(load_run(out / name / "greedy").samples["correct"].mean()))
+    measured = row(name, config, load_run(out / name / "sampled"), answers,
+                   float(load_run(out / name / "greedy").samples["correct"].mean()))
+    settings = json.loads((out / name / "sampled" / "run.json").read_text())
+    return measured | {"sampler": settings.get("sampler", "hf-1")}  # runs before issue 26 name none
 
 
 def v1_row() -> dict:
@@ -54,7 +64,7 @@ def v1_row() -> dict:
         record = json.loads(line)
         answers[record["id"]] = record["answer"]
     greedy = float(load_run(Path("results/study/greedy/base")).samples["correct"].mean())
-    return row("arith-default (first study's base run)", {}, load_run(V1_BASE), answers, greedy)
+    return row("arith-default (first study's base run)", {}, load_run(V1_BASE), answers, greedy) | {"sampler": "hf-1"}
 
 
 def row(name: str, config: dict, run, answers: dict, greedy: float) -> dict:
@@ -82,9 +92,32 @@ def row(name: str, config: dict, run, answers: dict, greedy: float) -> dict:
             "key_agreement": key_agreement(keys, own, [list(groups.get_group(i)["correct"]) for i in ids])}
 
 
-def pick(rows: list[dict]) -> dict | None:
-    ok = [r for r in rows if r["greedy"] >= 0.10 and r["pass"]["1"] >= 0.03]
-    return min(ok, key=lambda r: r["placebo"]["16"], default=None)
+def unseen_questions(config: dict) -> tuple[int, int]:
+    """Unique questions left for the held-out and validation splits after the study's 200
+    training prompts, made as the study's `splits` stage makes them (seeds 1 and 2, 400 each)."""
+    from evalkit.study.seeded import _unique, question_key
+    from evalkit.tasks import load_task
+
+    seen = {question_key("arith", p.prompt) for p in load_task("arith", size=200, seed=0, config=config).problems}
+    held, _ = _unique(load_task("arith", size=400, seed=1, config=config).problems, seen, "arith", 400)
+    seen |= {question_key("arith", p.prompt) for p in held}
+    valid, _ = _unique(load_task("arith", size=400, seed=2, config=config).problems, seen, "arith", 400)
+    return len(held), len(valid)
+
+
+def feasible(row: dict) -> bool:
+    held, valid = unseen_questions(row["config"])
+    return held >= HELD_OUT and valid >= VALIDATION
+
+
+def pick(rows: list[dict]) -> tuple[dict | None, str]:
+    """The rule, then what was done when no configuration met it (see DEVIATION)."""
+    usable = [r for r in rows if feasible(r)]
+    ok = [r for r in usable if r["greedy"] >= 0.10 and r["pass"]["1"] >= 0.03]
+    if ok:
+        return min(ok, key=lambda r: r["placebo"]["16"]), "the rule"
+    near = [r for r in usable if r["greedy"] >= 0.10]
+    return min(near, key=lambda r: r["placebo"]["16"], default=None), "the deviation below"
 
 
 def table(rows: list[dict]) -> str:
@@ -96,12 +129,23 @@ def table(rows: list[dict]) -> str:
         lines.append(f"| {r['name']} | {r['problems']} x {r['n']} | {r['answer_values']} | {p['1']:.3f} | "
                      f"{p['4']:.3f} | {p['16']:.3f} | {f['16']:.3f} | {p['16'] - f['16']:+.3f} | {r['greedy']:.3f} | "
                      f"{r['distinct_answers_per_problem']:.1f} | {r['key_agreement']:.3f} |")
-    chosen = pick(rows)
+    chosen, how = pick(rows)
     lines.append("")
-    lines.append("Rule: greedy >= 0.10 and pass@1 >= 0.03, then the lowest placebo@16. "
-                 f"Picked: {chosen['name'] if chosen else 'none'}. (The rule first read \"the largest pass@16 - "
-                 "placebo@16\"; it was changed after the default and max_operand 99 rows, before the others: that "
-                 "gap favours the easiest task, whose floor the study has to get away from.)")
+    lines.append("| configuration | unseen unique questions (held-out, validation; the study needs "
+                 f"{HELD_OUT}, {VALIDATION}) |")
+    lines.append("|---|---|")
+    lines += [f"| {r['name']} | {', '.join(map(str, unseen_questions(r['config'])))} |" for r in rows]
+    lines.append("")
+    lines.append("Rule: configurations with enough unseen unique questions for the splits; of those, greedy >= 0.10 "
+                 "and pass@1 >= 0.03, then the lowest placebo@16. "
+                 f"Picked: {chosen['name'] if chosen else 'none'}, by {how}. (The rule first read \"the largest "
+                 "pass@16 - placebo@16\"; it was changed after the default and max_operand 99 rows, before the "
+                 "others: that gap favours the easiest task, whose floor the study has to get away from.)")
+    if how != "the rule":
+        lines += ["", "Deviation: " + DEVIATION]
+    samplers = {r["name"]: r.get("sampler", "hf-1") for r in rows}
+    lines += ["", "Samplers (run.json `sampler`; the same draw, issue 26): "
+              + ", ".join(f"{name} {version}" for name, version in samplers.items()) + "."]
     return "\n".join(lines) + "\n"
 
 

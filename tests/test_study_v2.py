@@ -61,7 +61,7 @@ def test_splits_are_unique_and_never_seen_with_commuted_forms_included(tmp_path)
     splits = next(s for s in plan(spec) if s.name == "splits")
     result = splits.run(tmp_path / "data", {})
     train = {question_key("arith", p.prompt) for p in load_task("arith", size=200, seed=0,
-                                                                config={"max_operand": 99}).problems}
+                                                                config=spec.train_task["config"]).problems}
     held, valid = ([question_key("arith", json.loads(x)["question"]) for x in (tmp_path / "data" / f).read_text()
                     .splitlines()] for f in ("heldout.jsonl", "validation.jsonl"))
     assert (len(held), len(valid)) == (60, 64) == (result["heldout"]["problems"], result["validation"]["problems"])
