@@ -8,7 +8,7 @@ Record kinds: `passk` (run.json, summary.json), `train-es`, `train-grpo`, `train
 `train-es-grpo` (run.json), `study` (study.json), `forgetting` (the journal's identity). Each
 has one upgrade chain; a step names what changed in that schema.
 
-A passk record names the sampler that drew its samples (`sampler`, evalkit.sampling.sampler_version);
+A passk or trainer record names the sampler that drew its samples (`sampler`, evalkit.sampling.sampler_version);
 records of schemas before 4 were drawn by the samplers in UNVERSIONED_SAMPLERS (imported runs
 were drawn by another tool and name none).
 
@@ -29,7 +29,8 @@ __all__ = ["SCHEMA_VERSION", "upgrade", "record_options", "versions", "OPTIONS_A
 # 3: trainer options recorded whole (2 left out those added later, at their default); one model identity
 #    key, `sha256` (forgetting journals said `weights_hash` / `hub_name`); grader named in every graded record.
 # 4: passk records name their sampler (`sampler`: hf-2 since issue 26's preallocated cache).
-SCHEMA_VERSION = 4
+# 5: trainer records name the sampler of their rollouts (those of schema 4 were drawn by hf-2, or vllm-1).
+SCHEMA_VERSION = 5
 
 # Options added after records existed, by the schema that first records them: {name: the value that
 # reproduces what records without it did}. A record of an older schema reads as holding these.
@@ -43,6 +44,8 @@ UNVERSIONED_GRADERS = {"math": "math-1", "reasoning_gym": "reasoning_gym-1"}
 # The sampler of passk records made before samplers were named (schema < 4), by backend (`sampling.backend`,
 # absent for the HF backend).
 UNVERSIONED_SAMPLERS = {"hf": "hf-1", "vllm": "vllm-1"}
+# The sampler of trainer records of schema 4 (written by evalkit with sampler hf-2, before trainers named theirs).
+SCHEMA_4_SAMPLERS = {"hf": "hf-2", "vllm": "vllm-1"}
 TRAINER_KINDS = ("train-es", "train-grpo", "train-distill")
 
 
@@ -73,6 +76,9 @@ def upgrade(record: dict) -> dict:
         _upgrade_to_3(record, kind)
     if version < 4 and kind == "passk" and "sampler" not in record and "import" not in record:
         record["sampler"] = UNVERSIONED_SAMPLERS.get((record.get("sampling") or {}).get("backend", "hf"))
+    if version < 5 and kind in TRAINER_KINDS and "sampler" not in record:
+        backend = (record.get("options") or {}).get("backend", "hf")
+        record["sampler"] = (UNVERSIONED_SAMPLERS if version < 4 else SCHEMA_4_SAMPLERS).get(backend)
     record["schema_version"] = SCHEMA_VERSION
     return record
 

@@ -63,16 +63,69 @@ def test_committed_runs_read_as_the_current_schema(name, tmp_path):
 
 @pytest.mark.slow
 def test_the_committed_e2e_run_resumes_as_written(tmp_path):
-    """results/e2e was written before schema_version existed: rerunning its command resumes it
-    (nothing to sample: it is complete) instead of refusing it."""
+    """Rerunning results/e2e's command resumes it (nothing to sample: it is complete)."""
     from typer.testing import CliRunner
 
     from evalkit.cli import app
 
     run = Path(shutil.copytree(RESULTS / "e2e", tmp_path / "e2e"))
     before = (run / "samples.jsonl").read_bytes()
-    args = ["passk", "smollm2-135m", "--task", "arith", "--n", "4", "--k", "1,2,4", "--limit", "6",
-            "--max-new-tokens", "24", "--seed", "0", "--out", str(run)]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, ["passk", "smollm2-135m", *E2E_ARGS, "--out", str(run)])
     assert result.exit_code == 0, result.output
     assert (run / "samples.jsonl").read_bytes() == before
+
+
+E2E_ARGS = ["--task", "arith", "--n", "4", "--k", "1,2,4", "--limit", "6", "--max-new-tokens", "24", "--seed", "0"]
+
+
+def _as_drawn_by_hf1(path: Path) -> None:
+    """A run.json as evalkit wrote it before samplers were named (schema 3): drawn by hf-1."""
+    record = json.loads(path.read_text())
+    record.pop("sampler")
+    record["schema_version"] = 3
+    path.write_text(json.dumps(record, indent=2))
+
+
+def test_a_run_drawn_by_another_sampler_is_refused_by_name_and_still_read(tmp_path):
+    """Issue 26: a passk run drawn by sampler hf-1 is not resumed by hf-2 (one line naming both),
+    its files are untouched, and regrade and analyses still read it."""
+    from typer.testing import CliRunner
+
+    from analyses.runs import load_run
+    from evalkit.cli import app
+
+    run = Path(shutil.copytree(RESULTS / "e2e", tmp_path / "e2e"))
+    _as_drawn_by_hf1(run / "run.json")
+    before = {f.name: f.read_bytes() for f in run.iterdir()}
+    result = CliRunner().invoke(app, ["passk", "smollm2-135m", *E2E_ARGS, "--out", str(run)])
+    assert result.exit_code == 2
+    assert 'sampler="hf-1", not "hf-2"' in result.output and len(result.output.strip().splitlines()) == 1
+    assert {f.name: f.read_bytes() for f in run.iterdir()} == before
+    assert len(load_run(run).samples) == 24
+    regraded = CliRunner().invoke(app, ["regrade", str(run), "--out", str(tmp_path / "regraded")])
+    assert regraded.exit_code == 0, regraded.output
+
+
+def test_a_training_run_drawn_by_another_sampler_is_refused_by_name(tiny_model, tmp_path):
+    from evalkit.errors import UsageError
+    from evalkit.train.grpo import GRPOOptions, run_grpo
+
+    opts = GRPOOptions(model=str(tiny_model), task="arith", task_size=8, group_size=2, prompts_per_step=1, steps=1,
+                       max_new_tokens=2, grader_workers=1, save_every=1, device="cpu")
+    out = tmp_path / "grpo"
+    run_grpo(opts, out)
+    assert json.loads((out / "run.json").read_text())["sampler"] == "hf-2"
+    _as_drawn_by_hf1(out / "run.json")
+    from dataclasses import replace
+
+    with pytest.raises(UsageError, match='sampler="hf-1", not "hf-2"'):
+        run_grpo(replace(opts, steps=2), out)
+
+
+def test_trainer_records_before_schema_5_name_the_sampler_they_were_drawn_by():
+    options = {"backend": "hf"}
+    assert upgrade({"kind": "train-es", "schema_version": 3, "options": options})["sampler"] == "hf-1"
+    assert upgrade({"kind": "train-grpo", "schema_version": 4, "options": options})["sampler"] == "hf-2"
+    assert upgrade({"kind": "train-grpo", "schema_version": 4, "options": {"backend": "vllm"}})["sampler"] == "vllm-1"
+    assert upgrade({"kind": "passk", "schema_version": 3})["sampler"] == "hf-1"
+    assert "sampler" not in upgrade({"kind": "passk", "schema_version": 3, "import": {"format": "lm-eval"}})

@@ -235,6 +235,7 @@ def open_run(out: Path, kind: str, opts, task):
 
     from evalkit.models import identity, resolve_model
     from evalkit.rundir import RunDir
+    from evalkit.sampling import sampler_version
     from evalkit.tasks import grader_version
 
     ref = resolve_model(opts.model)
@@ -243,6 +244,7 @@ def open_run(out: Path, kind: str, opts, task):
         "model": identity(ref, opts.dtype),
         "task": task.spec.identity(),
         "grader": grader_version(task.spec.kind),  # the reward: a run resumed under another grader is refused
+        "sampler": sampler_version(opts.backend),  # the rollouts: nor under another sampler
         "options": opts.identity(),  # how the work is spread (workers, threads) never changes the weights
     }
     run = RunDir.open(out, settings)
