@@ -28,7 +28,7 @@ def test_the_v2_study_plans_every_arm_per_seed_with_its_stopping_rule_and_contro
         for m in ("es", "grpo", "es-grpo"):
             for kind in ("train", "validate", "passk", "passk-nucleus", "curves", "diff", "forgetting"):
                 assert f"{kind}-{m}-s{seed}" in names
-        assert f"sparsity-s{seed}" in names
+        assert f"sparsity-s{seed}" in names and f"interpolate-es-grpo-s{seed}" in names
     assert names[0] == "splits" and names[-2:] == ["findings", "report"]
     assert {"train-bf16-es", "train-bf16-grpo", "sparsity-bf16"} <= set(names)
     o = spec.evaluations
@@ -105,5 +105,8 @@ def test_the_smoke_v2_study_runs_every_stage_on_a_tiny_model(tmp_path, tiny_mode
     curves = state["stages"]["curves-es-grpo-s0"]["result"]["points"]
     assert [(p["trainer"], p["step"]) for p in curves] == [("es", 1), ("grpo", 1)]
     assert (out / "report" / "index.html").is_file() and (out / "findings" / "findings.md").is_file()
+    interp = json.loads((out / "interpolate" / "es-grpo" / "seed-0" / "interpolate.json").read_text())
+    assert [p["t"] for p in interp["points"]] == [0.0, 0.5, 1.0]
+    assert "Between two checkpoints" in (out / "report" / "index.html").read_text()
     again = run_study(path, out)  # everything done: nothing reruns
     assert again["stages"]["train-es-s0"]["seconds"] == state["stages"]["train-es-s0"]["seconds"]

@@ -16,6 +16,7 @@ along training, a stopping rule on a validation split, and the evaluations at th
     passk/, passk-nucleus/         [evaluations.passk] / [evaluations.passk-nucleus] at the picked checkpoints
     diff/<m>/seed-<s>/             evalkit.diff of the picked checkpoint against the base
     forgetting/<m>/seed-<s>/       evalkit.forgetting at the picked checkpoint
+    interpolate/es-grpo/seed-<s>/  evalkit.interpolate from ES's picked checkpoint to GRPO's ([evaluations.interpolate])
     sparsity/seed-<s>/             evalkit.study.sparsity: ES and GRPO at matched update norm, scale free
     train-bf16/<es|grpo>/, sparsity/bf16/   a short bf16-trained run per arm, diffed in bf16 bits
     findings/, report/             analyses.study_findings (seeded), analyses.report
@@ -59,6 +60,8 @@ def plan_seeded(spec: StudySpec) -> list[Stage]:
                 stages.append(_forgetting(spec, m, seed))
         if "sparsity" in ev and {"es", "grpo"} <= set(spec.methods):
             stages.append(_sparsity(spec, seed))
+        if "interpolate" in ev and {"es", "grpo"} <= set(spec.methods):
+            stages.append(_interpolate(spec, seed))
     if "sparsity" in ev and {"es", "grpo"} <= set(spec.methods) and ev["sparsity"]["bf16_completions"]:
         stages += [_train_bf16(spec, m) for m in ("es", "grpo")]
         stages.append(_sparsity_bf16(spec))
@@ -342,6 +345,33 @@ def _diff(spec: StudySpec, model: str, seed: int) -> Stage:
                  {"diff": o, "model": model, "seed": seed, "dtype": spec.dtype}, 0, run)
 
 
+def _interpolate(spec: StudySpec, seed: int) -> Stage:
+    """[evaluations.interpolate] from ES's picked checkpoint (t = 0) to GRPO's (t = 1) of one seed,
+    on the held-out split."""
+    o = spec.evaluations["interpolate"]
+    needs = ("splits", f"validate-es-s{seed}", f"validate-grpo-s{seed}")
+
+    def run(folder: Path, results: dict) -> dict:
+        from evalkit.interpolate import InterpolateOptions, run_interpolate
+
+        root = folder.parents[2]
+        opts = InterpolateOptions(model=_model_path(spec, "es", seed, results, root),
+                                  other=_model_path(spec, "grpo", seed, results, root),
+                                  task=str(root / results["splits"]["heldout_file"]), dtype=spec.dtype,
+                                  device=spec.device, points=o["points"], n=o["n"], ks=tuple(o["k"]),
+                                  temperature=o["temperature"], max_new_tokens=o["max_new_tokens"],
+                                  batch_size=o["batch_size"], limit=o["limit"], seed=o["seed"])
+        barrier = run_interpolate(opts, folder)["barrier"]
+        return {"file": _rel(folder / "interpolate.json", root),
+                "loss_barrier": (barrier.get("loss") or {}).get("height"),
+                "error_barrier": (barrier.get("error") or {}).get("height")}
+
+    limit = min(o["limit"] or spec.eval_task["limit"], spec.eval_task["limit"])
+    tokens = o["points"] * limit * o["n"] * o["max_new_tokens"]
+    return Stage(f"interpolate-es-grpo-s{seed}", _folder("interpolate", "es-grpo", seed), needs,
+                 {"interpolate": o, "seed": seed, "dtype": spec.dtype}, tokens, run)
+
+
 def _forgetting(spec: StudySpec, model: str, seed: int) -> Stage:
     o = spec.evaluations["forgetting"]
 
@@ -467,6 +497,7 @@ def _report(spec: StudySpec, needs: tuple) -> Stage:
         root = folder.parent
         inputs = [root / "passk" / "base"] + sorted((root / "passk").glob("*/seed-*"))
         inputs += [root / name for name in ("entropy", "length") if (root / name).is_dir()]
+        inputs += sorted((root / "interpolate").glob("es-grpo/seed-*"))
         findings = json.loads((root / results["findings"]["file"]).read_text(encoding="utf-8"))
         result = build_report(inputs, folder, title=spec.report_title, extra=study_sections(findings))
         return {"file": f"{folder.name}/index.html", "sections": list(result.sections),
