@@ -116,7 +116,9 @@ def groups(
     run: Annotated[Path, typer.Argument(help="passk run folder (n samples per problem).")],
     group_sizes: Annotated[str, typer.Option(help="GRPO group sizes G, comma-separated.")] = "2,4,8,16,32",
     target: Annotated[float, typer.Option(help="Informative-group fraction whose smallest G is reported.")] = 0.5,
-    train_log: Annotated[Path | None, typer.Option(help="evalkit metrics.jsonl or TRL trainer_state.json with frac_reward_zero_std.")] = None,
+    train_log: Annotated[Path | None, typer.Option(help="A training log with frac_reward_zero_std: evalkit's metrics.jsonl, TRL's "
+                                                 "trainer_state.json, verl's file-logger JSONL, or a TensorBoard event "
+                                                 "file or folder (--report-to tensorboard).")] = None,
     train_group_size: Annotated[int, typer.Option(help="G used in training, for the prediction beside --train-log.")] = 8,
     out: Out = None,
 ) -> None:
