@@ -1,6 +1,7 @@
 """The sampler `hf-1`, frozen: evalkit/sampling.py's `sample_chunk` as it was before issue 26.
 
     from sampler_hf1 import sample_chunk_hf1      # benchmarks/ on sys.path, as the benchmarks run
+    python benchmarks/sampler_hf1.py               # rewrite tests/data/sampler_hf1_arith24x32.json
 
 Kept only to measure the current sampler against it side by side (bench_sampling.py,
 profile_sampler.py) and to compare their pass@k (tests/test_sampling.py): the KV cache grows by
@@ -13,10 +14,11 @@ Nothing in evalkit imports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from evalkit.sampling import SamplingConfig, sample_seed
 
-__all__ = ["sample_chunk_hf1"]
+__all__ = ["sample_chunk_hf1", "draw_and_grade", "REFERENCE"]
 
 SHARED_PREFIX_MIN = 16
 
@@ -132,3 +134,42 @@ def _draw(logits, u, cfg: SamplingConfig, *, record: bool):
     cdf = probs.cumsum(-1).double()
     idx = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None]).squeeze(-1)
     return idx.clamp(max=logits.shape[-1] - 1), ent
+
+
+# pass@1 reference for tests/test_sampling.py: hf-1's completions and grades on the built-in model,
+# 24 arith problems (size 24, seed 0) x 32 samples, T = 1, 16 new tokens, sampling seed 0, chunks of 8.
+REFERENCE = Path(__file__).parents[1] / "tests" / "data" / "sampler_hf1_arith24x32.json"
+PROBLEMS, SAMPLES, TOKENS, CHUNK = 24, 32, 16, 8
+
+
+def draw_and_grade(sample_fn) -> dict:
+    """Every (problem, sample)'s completion and whether it is correct, drawn by `sample_fn`
+    (sample_chunk_hf1, or evalkit.sampling.sample_chunk) at REFERENCE's settings."""
+    from evalkit.grading import Grader
+    from evalkit.models import load_model, resolve_model
+    from evalkit.sampling import SamplingConfig, decode_completion, render_prompt, stop_token_ids
+    from evalkit.tasks import load_task
+
+    model, tok = load_model(resolve_model("smollm2-135m"))
+    task = load_task("arith", size=PROBLEMS, seed=0)
+    cfg = SamplingConfig(n=SAMPLES, max_new_tokens=TOKENS, temperature=1.0, seed=0, record_entropy=False)
+    stop = stop_token_ids(model, tok)
+    drawn = []
+    for start in range(0, PROBLEMS, CHUNK):
+        part = task.problems[start:start + CHUNK]
+        rendered = [render_prompt(tok, p.prompt) for p in part]
+        drawn += [(part[s.problem_index], s) for s in sample_fn(model, tok, rendered, [p.id for p in part], cfg,
+                                                                  stop_ids=stop)]
+    texts = [decode_completion(tok, s.token_ids) for _, s in drawn]
+    with Grader(task.spec, workers=1) as grader:
+        grades = grader.grade([(text, p) for text, (p, _) in zip(texts, drawn, strict=True)])
+    return {"settings": {"problems": PROBLEMS, "samples": SAMPLES, "max_new_tokens": TOKENS, "chunk": CHUNK},
+            "rows": [{"problem_id": p.id, "sample_index": s.sample_index, "completion": text,
+                      "correct": g.outcome == "correct"} for (p, s), text, g in zip(drawn, texts, grades, strict=True)]}
+
+
+if __name__ == "__main__":
+    import json
+
+    REFERENCE.write_text(json.dumps(draw_and_grade(sample_chunk_hf1), indent=0) + "\n", encoding="utf-8")
+    print(f"wrote {REFERENCE}")

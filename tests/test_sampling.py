@@ -278,43 +278,33 @@ def test_the_draw_searches_the_float32_cdf_as_the_float64_one():
 
 @pytest.mark.slow
 def test_pass_at_1_on_the_default_model_matches_sampler_hf1_within_the_paired_interval():
-    """Issue 26: sampler hf-2 (preallocated cache, finished rows kept) against hf-1 (frozen in
-    benchmarks/sampler_hf1.py) on the built-in model: 24 arith problems x 32 samples each, the
-    same seeds; pass@1 per problem paired, 95% percentile bootstrap over problems (2000 draws).
-    Both draw by the same uniforms, so most samples are equal; the ones that differ come from
-    float rounding in the attention over a longer, partly masked cache."""
+    """Issue 26: sampler hf-2 (preallocated cache, finished rows kept) against hf-1 on the built-in
+    model: 24 arith problems x 32 samples, the same seeds; pass@1 per problem paired, 95%
+    percentile bootstrap over problems (2000 draws). hf-1's side is its stored draw
+    (tests/data/sampler_hf1_arith24x32.json, written by `python benchmarks/sampler_hf1.py` with
+    the frozen hf-1 sampler). Both draw by the same uniforms, so most samples are equal; those
+    that differ come from float rounding (the attention over a longer, partly masked cache, or
+    another CPU)."""
+    import json
     import sys
     from pathlib import Path
 
-    from evalkit.grading import Grader
-    from evalkit.sampling import decode_completion
-    from evalkit.tasks import load_task
-
     sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
-    from sampler_hf1 import sample_chunk_hf1
+    from sampler_hf1 import REFERENCE, draw_and_grade
 
-    model, tok = load_model(resolve_model("smollm2-135m"))
-    task = load_task("arith", size=24, seed=0)
-    problems = task.problems
-    cfg = SamplingConfig(n=32, max_new_tokens=16, temperature=1.0, seed=0, record_entropy=False)
-    stop = stop_token_ids(model, tok)
-    correct, texts = {}, {}
-    for name, sampler in (("hf-2", sample_chunk), ("hf-1", sample_chunk_hf1)):
-        drawn = []
-        for start in range(0, len(problems), 8):
-            part = problems[start:start + 8]
-            rendered = [render_prompt(tok, p.prompt) for p in part]
-            drawn += [(part[s.problem_index], s) for s in
-                      sampler(model, tok, rendered, [p.id for p in part], cfg, stop_ids=stop)]
-        texts[name] = [decode_completion(tok, s.token_ids) for _, s in drawn]
-        with Grader(task.spec) as grader:
-            grades = grader.grade([(text, p) for text, (p, _) in zip(texts[name], drawn, strict=True)])
-        correct[name] = np.array([g.outcome == "correct" for g in grades]).reshape(len(problems), cfg.n)
-    same = sum(a == b for a, b in zip(texts["hf-2"], texts["hf-1"], strict=True))
+    old = json.loads(REFERENCE.read_text(encoding="utf-8"))
+    new = draw_and_grade(sample_chunk)
+    assert [(r["problem_id"], r["sample_index"]) for r in new["rows"]] == \
+        [(r["problem_id"], r["sample_index"]) for r in old["rows"]]
+    shape = (old["settings"]["problems"], old["settings"]["samples"])
+    correct = {name: np.array([r["correct"] for r in run["rows"]]).reshape(shape) for name, run in
+               (("hf-2", new), ("hf-1", old))}
+    same = sum(a["completion"] == b["completion"] for a, b in zip(new["rows"], old["rows"], strict=True))
     diff = correct["hf-2"].mean(axis=1) - correct["hf-1"].mean(axis=1)
     rng = np.random.default_rng(0)
     boot = diff[rng.integers(0, len(diff), size=(2000, len(diff)))].mean(axis=1)
     lo, hi = np.quantile(boot, [0.025, 0.975])
     assert correct["hf-1"].mean() > 0.02, "the base must solve some problems for the comparison to mean anything"
+    assert same >= len(new["rows"]) // 2, f"only {same} of {len(new['rows'])} completions equal hf-1's"
     assert lo <= 0 <= hi, (f"pass@1 hf-2 {correct['hf-2'].mean():.4f} vs hf-1 {correct['hf-1'].mean():.4f}: "
-                           f"paired difference interval [{lo:.4f}, {hi:.4f}]; {same} of {diff.size * cfg.n} equal")
+                           f"paired difference interval [{lo:.4f}, {hi:.4f}]; {same} of {diff.size * shape[1]} equal")
