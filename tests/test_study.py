@@ -1,5 +1,5 @@
 """`evalkit study`: bad study files are refused before any work, the plan answers in seconds,
-and studies/smoke.toml runs every stage end to end on the real model, resuming after a SIGKILL."""
+and studies/smoke.toml runs every stage end to end on the tiny test model, resuming after a SIGKILL."""
 
 from __future__ import annotations
 
@@ -266,16 +266,17 @@ def test_smoke_methods_plan_shows_every_method_with_its_steps_and_budget(tmp_pat
             assert f"{stage}-{method} " in result.output, (stage, method)
 
 
-def _toy_methods(tmp_path) -> Path:
-    """studies/smoke-methods.toml at half its size: one step of 8 completions of 8 tokens each."""
-    text = (STUDIES / "smoke-methods.toml").read_text()
+def _toy_methods(tmp_path, model: Path) -> Path:
+    """studies/smoke-methods.toml at half its size (one step of 8 completions of 8 tokens each), with
+    `model` as base, teacher and guide."""
+    text = (STUDIES / "smoke-methods.toml").read_text().replace('"smollm2-135m"', f'"{model}"')
     return _write(tmp_path, text.replace("per_method = 16", "per_method = 8").replace("max_new_tokens = 16",
                                                                                       "max_new_tokens = 8"))
 
 
 @pytest.mark.slow
-def test_the_new_methods_train_stages_run_end_to_end(tmp_path):
-    path, out = _toy_methods(tmp_path), tmp_path / "study"
+def test_the_new_methods_train_stages_run_end_to_end(tmp_path, tiny_model):
+    path, out = _toy_methods(tmp_path, tiny_model), tmp_path / "study"
     for stage in ("train-distill", "train-grpo-guided", "train-grpo-hinted", "diff-distill"):
         result = runner.invoke(app, ["study", str(path), "--out", str(out), "--only", stage])
         assert result.exit_code == 0, result.output
@@ -293,8 +294,14 @@ def test_the_new_methods_train_stages_run_end_to_end(tmp_path):
     assert (out / "diff" / "distill" / "diff.json").is_file()
 
 
-def _study(out: Path) -> subprocess.Popen:
-    cmd = [str(Path(sys.executable).parent / "evalkit"), "study", str(STUDIES / "smoke.toml"), "--out", str(out)]
+def _study(out: Path, model: Path) -> subprocess.Popen:
+    """studies/smoke.toml on `model` (the tiny test model: the stages and the kill are what is
+    tested; the built-in model runs end to end in test_e2e_real and test_forgetting_real)."""
+    spec = out.parent / "smoke.toml"
+    if not spec.exists():
+        spec.write_text((STUDIES / "smoke.toml").read_text().replace('base_model = "smollm2-135m"',
+                                                                      f'base_model = "{model}"'))
+    cmd = [str(Path(sys.executable).parent / "evalkit"), "study", str(spec), "--out", str(out)]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
@@ -307,9 +314,9 @@ def _stages(out: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_smoke_study_runs_every_stage_and_resumes_after_a_kill(tmp_path):
+def test_smoke_study_runs_every_stage_and_resumes_after_a_kill(tmp_path, tiny_model):
     out = tmp_path / "smoke"
-    proc = _study(out)
+    proc = _study(out, tiny_model)
     deadline = time.monotonic() + 900
     while _stages(out).get("train-es", {}).get("status") != "done":  # then kill it, mid-study
         assert proc.poll() is None, proc.stdout.read()
@@ -319,7 +326,7 @@ def test_smoke_study_runs_every_stage_and_resumes_after_a_kill(tmp_path):
     proc.wait()
     first = _stages(out)
     es_mtime = (out / "train" / "es" / "run.json").stat().st_mtime
-    proc = _study(out)
+    proc = _study(out, tiny_model)
     output, _ = proc.communicate(timeout=1800)
     assert proc.returncode == 0, output
     stages = _stages(out)
@@ -337,7 +344,7 @@ def test_smoke_study_runs_every_stage_and_resumes_after_a_kill(tmp_path):
     assert held and all(pid.startswith("arith-1-") for pid in held)  # the eval seed's problems
     claims = {c["claim"] for c in json.loads((out / "findings" / "findings.json").read_text())["claims"]}
     assert {"coverage", "sparsity", "forgetting", "es-grpo"} <= claims
-    again = runner.invoke(app, ["study", str(STUDIES / "smoke.toml"), "--out", str(out), "--dry-run"])
+    again = runner.invoke(app, ["study", str(tmp_path / "smoke.toml"), "--out", str(out), "--dry-run"])
     assert again.exit_code == 0 and "to run" not in again.output
 
 
