@@ -14,7 +14,7 @@ of each, the ratios, the entropy overhead, and the share of this machine's
 dense fp32 matmul rate (measured here) that each sampler's useful weight
 matmuls reach: the prefill as executed (hooks) plus 2 x parameters per
 token fed back (a sample's tokens but its last), so the finished rows that
-hf-2 keeps in the batch until it compacts are counted as waste, not work.
+evalkit's sampler keeps in the batch until it compacts (none at COMPACT_BELOW = 1) are counted as waste, not work.
 The decode ceiling is the model's weight matmuls alone, back to back, at the
 average number of useful rows per decode step (`shape_rate`).
 """
@@ -26,6 +26,8 @@ import time
 
 import torch
 from record import result
+
+from evalkit.sampling import SAMPLER_VERSION
 
 
 def matmul_flops(size: int = 1536, reps: int = 6) -> float:
@@ -149,7 +151,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--skip-baseline", action="store_true", help="No generate baselines (e.g. on GPU).")
-    parser.add_argument("--compact", default="", help="COMPACT_BELOW values to time hf-2 at (a sweep), e.g. 0,0.5,1")
+    parser.add_argument("--compact", default="", help="COMPACT_BELOW values to time evalkit's sampler at (a sweep), e.g. 0,0.5,1")
     args = parser.parse_args()
 
     from evalkit.models import load_model, resolve_model
@@ -208,7 +210,7 @@ def report(model, tok, prompts, timed: dict, again) -> None:
         result("sampler tokens/s vs per-problem generate", measured=f"{tokens / first:.1f} tok/s (first run)",
                baseline=f"per-problem generate {base:.1f} tok/s", ratio=tokens / first / base, target=">= 3")
     old = rate["sampler hf-1, entropy"]
-    print(f"ratio evalkit (hf-2) / sampler hf-1, entropy on, best of 3 each: {rate['evalkit, entropy'] / old:.2f}x  "
+    print(f"ratio evalkit ({SAMPLER_VERSION}) / sampler hf-1, entropy on, best of 3 each: {rate['evalkit, entropy'] / old:.2f}x  "
           "(target >= 1.5x)")
     result("sampler tokens/s vs sampler hf-1", measured=f"{rate['evalkit, entropy']:.1f} tok/s",
            baseline=f"sampler hf-1 {old:.1f} tok/s", ratio=rate["evalkit, entropy"] / old, target=">= 1.5",
@@ -247,7 +249,7 @@ def dense_and_ceiling(model, tok, prompts, timed: dict, again) -> None:
 
 
 def sweep(model, tok, prompts, args, stop) -> None:
-    """hf-2's tokens/s at each COMPACT_BELOW (the samples change with it), best of 3 alternated."""
+    """evalkit's tokens/s at each COMPACT_BELOW (the samples change with it), best of 3 alternated."""
     import evalkit.sampling as sampling
 
     values = [float(x) for x in args.compact.split(",")]

@@ -1,13 +1,13 @@
 """Where the sampler's time goes: prefill, decode, cache, draw and Python, against the matmul rate.
 
-    python benchmarks/profile_sampler.py                  # evalkit's sampler (hf-2), 16 prompts x n=8, 64 tokens
+    python benchmarks/profile_sampler.py                  # evalkit's sampler (hf-3), 16 prompts x n=8, 64 tokens
     python benchmarks/profile_sampler.py --sampler hf-1   # the sampler before issue 26 (benchmarks/sampler_hf1.py)
 
 Runs the sampler once to warm up, then twice timed (the faster kept), with a timer around each
 phase (exclusive: a phase inside another counts only for itself):
 - prefill: the sampler's `_prefill` (shared prefix, then the rests) and the forwards inside it;
 - decode: the model's forwards after the prefill, less the cache writes inside them;
-- cache: writing keys/values (hf-1: `DynamicLayer.update`'s torch.cat; hf-2: `InPlaceLayer.update`'s
+- cache: writing keys/values (hf-1: `DynamicLayer.update`'s torch.cat; hf-3: `InPlaceLayer.update`'s
   in-place copy), the repeat for the n samples and the pruning or compaction of finished rows;
 - draw: `_draw` (softmax, entropy, CDF, search);
 - Python and bookkeeping: the rest of the wall time (the loop, token and entropy bookkeeping).
@@ -89,7 +89,7 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--sampler", choices=("hf-1", "hf-2"), default="hf-2")
+    ap.add_argument("--sampler", choices=("hf-1", "hf-3"), default="hf-3")
     args = ap.parse_args()
     from evalkit.models import load_model, resolve_model
     from evalkit.sampling import SamplingConfig, render_prompt, stop_token_ids

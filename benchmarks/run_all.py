@@ -41,6 +41,7 @@ BENCHES = {  # name: script and extra arguments (defaults are the issue's measur
     "grading": ("bench_grading.py", []),
     "sandbox": ("bench_sandbox.py", []),
     "import": ("bench_import.py", []),
+    "checkpoint-formats": ("bench_checkpoint_formats.py", []),
     # profiles behind the notes on missed targets (rows without a target)
     "profile-sampler": ("profile_sampler.py", []),
     "profile-diff": ("profile_diff.py", []),

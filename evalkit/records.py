@@ -28,7 +28,7 @@ __all__ = ["SCHEMA_VERSION", "upgrade", "record_options", "versions", "OPTIONS_A
 # 1: no schema_version. 2: options' task_config is a JSON object (1: a string).
 # 3: trainer options recorded whole (2 left out those added later, at their default); one model identity
 #    key, `sha256` (forgetting journals said `weights_hash` / `hub_name`); grader named in every graded record.
-# 4: passk records name their sampler (`sampler`: hf-2 since issue 26's preallocated cache).
+# 4: passk records name their sampler (`sampler`: hf-2, then hf-3, since issue 26's preallocated cache).
 # 5: trainer records name the sampler of their rollouts (those of schema 4 were drawn by hf-2, or vllm-1).
 SCHEMA_VERSION = 5
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.sampling import SAMPLER_VERSION
+
 FIXTURE = Path(__file__).parent / "data" / "pre28"
 
 
@@ -43,7 +45,7 @@ def test_old_passk_run_is_read_and_not_resumed_by_another_sampler(old_runs):
     from evalkit.regrade import run_regrade
 
     before = (old_runs / "passk" / "samples.jsonl").read_bytes()
-    with pytest.raises(UsageError, match='sampler="hf-1", not "hf-2"'):
+    with pytest.raises(UsageError, match=f'sampler="hf-1", not "{SAMPLER_VERSION}"'):
         run_passk(PasskOptions(model="tiny", task="arith", n=4, ks=(1, 2, 4), limit=3, max_new_tokens=8,
                                batch_size=64, device="cpu", grader_workers=1), Path("runs/passk"))
     assert (old_runs / "passk" / "samples.jsonl").read_bytes() == before
@@ -53,16 +55,16 @@ def test_old_passk_run_is_read_and_not_resumed_by_another_sampler(old_runs):
 
 
 def test_old_trainer_runs_are_not_extended_by_another_sampler(old_runs):
-    """Their rollouts were drawn by sampler hf-1: extending them with hf-2 would mix the two."""
+    """Their rollouts were drawn by sampler hf-1: extending them with this one would mix the two."""
     from evalkit.errors import UsageError
     from evalkit.train import run_es, run_grpo
     from evalkit.train.es import ESOptions
     from evalkit.train.grpo import GRPOOptions
 
-    with pytest.raises(UsageError, match='sampler="hf-1", not "hf-2"'):
+    with pytest.raises(UsageError, match=f'sampler="hf-1", not "{SAMPLER_VERSION}"'):
         run_grpo(GRPOOptions(model="tiny", task="arith", task_size=20, device="cpu", steps=3, group_size=2,
                              prompts_per_step=2, max_new_tokens=8, save_every=1, grader_workers=1), Path("runs/grpo"))
-    with pytest.raises(UsageError, match='sampler="hf-1", not "hf-2"'):
+    with pytest.raises(UsageError, match=f'sampler="hf-1", not "{SAMPLER_VERSION}"'):
         run_es(ESOptions(model="tiny", task="arith", task_size=20, device="cpu", iterations=3, population=2,
                          prompts_per_iteration=2, max_new_tokens=8, save_every=1, grader_workers=1), Path("runs/es"))
     for run in ("grpo", "es"):
@@ -80,7 +82,7 @@ def test_old_trainer_runs_extend_when_their_sampler_is_this_one(old_runs):
 
     for run in ("grpo", "es"):
         record = json.loads((old_runs / run / "run.json").read_text())
-        record["sampler"] = "hf-2"
+        record["sampler"] = SAMPLER_VERSION
         (old_runs / run / "run.json").write_text(json.dumps(record, indent=2))
     run_grpo(GRPOOptions(model="tiny", task="arith", task_size=20, device="cpu", steps=3, group_size=2,
                          prompts_per_step=2, max_new_tokens=8, save_every=1, grader_workers=1), Path("runs/grpo"))

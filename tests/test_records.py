@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.records import SCHEMA_VERSION, upgrade
+from evalkit.sampling import SAMPLER_VERSION
 
 RESULTS = Path(__file__).parents[1] / "results"
 
@@ -87,7 +88,7 @@ def _as_drawn_by_hf1(path: Path) -> None:
 
 
 def test_a_run_drawn_by_another_sampler_is_refused_by_name_and_still_read(tmp_path):
-    """Issue 26: a passk run drawn by sampler hf-1 is not resumed by hf-2 (one line naming both),
+    """Issue 26: a passk run drawn by sampler hf-1 is not resumed by this one (one line naming both),
     its files are untouched, and regrade and analyses still read it."""
     from typer.testing import CliRunner
 
@@ -99,7 +100,7 @@ def test_a_run_drawn_by_another_sampler_is_refused_by_name_and_still_read(tmp_pa
     before = {f.name: f.read_bytes() for f in run.iterdir()}
     result = CliRunner().invoke(app, ["passk", "smollm2-135m", *E2E_ARGS, "--out", str(run)])
     assert result.exit_code == 2
-    assert 'sampler="hf-1", not "hf-2"' in result.output and len(result.output.strip().splitlines()) == 1
+    assert f'sampler="hf-1", not "{SAMPLER_VERSION}"' in result.output and len(result.output.strip().splitlines()) == 1
     assert {f.name: f.read_bytes() for f in run.iterdir()} == before
     assert len(load_run(run).samples) == 24
     regraded = CliRunner().invoke(app, ["regrade", str(run), "--out", str(tmp_path / "regraded")])
@@ -114,11 +115,11 @@ def test_a_training_run_drawn_by_another_sampler_is_refused_by_name(tiny_model, 
                        max_new_tokens=2, grader_workers=1, save_every=1, device="cpu")
     out = tmp_path / "grpo"
     run_grpo(opts, out)
-    assert json.loads((out / "run.json").read_text())["sampler"] == "hf-2"
+    assert json.loads((out / "run.json").read_text())["sampler"] == SAMPLER_VERSION
     _as_drawn_by_hf1(out / "run.json")
     from dataclasses import replace
 
-    with pytest.raises(UsageError, match='sampler="hf-1", not "hf-2"'):
+    with pytest.raises(UsageError, match=f'sampler="hf-1", not "{SAMPLER_VERSION}"'):
         run_grpo(replace(opts, steps=2), out)
 
 

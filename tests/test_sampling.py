@@ -278,7 +278,7 @@ def test_the_draw_searches_the_float32_cdf_as_the_float64_one():
 
 @pytest.mark.slow
 def test_pass_at_1_on_the_default_model_matches_sampler_hf1_within_the_paired_interval():
-    """Issue 26: sampler hf-2 (preallocated cache, finished rows kept) against hf-1 on the built-in
+    """Issue 26: this sampler (hf-3: preallocated cache, compacted in place) against hf-1 on the built-in
     model: 24 arith problems x 32 samples, the same seeds; pass@1 per problem paired, 95%
     percentile bootstrap over problems (2000 draws). hf-1's side is its stored draw
     (tests/data/sampler_hf1_arith24x32.json, written by `python benchmarks/sampler_hf1.py` with
@@ -298,13 +298,13 @@ def test_pass_at_1_on_the_default_model_matches_sampler_hf1_within_the_paired_in
         [(r["problem_id"], r["sample_index"]) for r in old["rows"]]
     shape = (old["settings"]["problems"], old["settings"]["samples"])
     correct = {name: np.array([r["correct"] for r in run["rows"]]).reshape(shape) for name, run in
-               (("hf-2", new), ("hf-1", old))}
+               (("now", new), ("hf-1", old))}
     same = sum(a["completion"] == b["completion"] for a, b in zip(new["rows"], old["rows"], strict=True))
-    diff = correct["hf-2"].mean(axis=1) - correct["hf-1"].mean(axis=1)
+    diff = correct["now"].mean(axis=1) - correct["hf-1"].mean(axis=1)
     rng = np.random.default_rng(0)
     boot = diff[rng.integers(0, len(diff), size=(2000, len(diff)))].mean(axis=1)
     lo, hi = np.quantile(boot, [0.025, 0.975])
     assert correct["hf-1"].mean() > 0.02, "the base must solve some problems for the comparison to mean anything"
     assert same >= len(new["rows"]) // 2, f"only {same} of {len(new['rows'])} completions equal hf-1's"
-    assert lo <= 0 <= hi, (f"pass@1 hf-2 {correct['hf-2'].mean():.4f} vs hf-1 {correct['hf-1'].mean():.4f}: "
+    assert lo <= 0 <= hi, (f"pass@1 now {correct['now'].mean():.4f} vs hf-1 {correct['hf-1'].mean():.4f}: "
                            f"paired difference interval [{lo:.4f}, {hi:.4f}]; {same} of {diff.size * shape[1]} equal")

@@ -33,6 +33,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from evalkit.options import plain
+from evalkit.sampling import SAMPLER_VERSION
 from evalkit.study.spec import StudySpec, saved_steps
 from evalkit.study.stages import Stage, _rel, _report_stage, _with_inputs
 
@@ -71,7 +72,8 @@ def plan_seeded(spec: StudySpec) -> list[Stage]:
     stages.append(_report_stage("findings", tuple(s.name for s in stages), {"claims": "docs/study.md", "seeded": True},
                                 _findings(spec)))
     stages.append(_report(spec, tuple(s.name for s in stages)))
-    return _with_inputs(stages)
+    # a study resumed by another sampler redoes what it draws, rather than mixing two samplers' runs
+    return _with_inputs([replace(s, identity={**s.identity, "sampler": SAMPLER_VERSION}) for s in stages])
 
 
 def _tag(model: str, seed: int | None) -> str:
