@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 from helpers import formats
+from helpers.studies import toy_study
 from typer.testing import CliRunner
 
 from metrics.interpolate import barrier, bootstrap_barrier
@@ -118,29 +119,7 @@ def test_bad_input_is_one_line(tiny_model, tmp_path):
         InterpolateOptions(model=str(tiny_model), other=str(tiny_model), backend="vllm").validate()
 
 
-STUDY = """
-title = "t"
-base_model = "{base}"
-[train_task]
-name = "arith"
-size = 20
-[eval_task]
-seed = 1
-limit = 3
-[budget]
-per_method = 16
-[methods.es]
-population = 2
-prompts_per_iteration = 4
-max_new_tokens = 8
-[methods.grpo]
-group_size = 4
-prompts_per_step = 2
-max_new_tokens = 8
-[evaluations.passk]
-n = 2
-k = [1, 2]
-max_new_tokens = 8
+INTERPOLATE = """
 [evaluations.interpolate]
 points = 3
 limit = 2
@@ -153,7 +132,7 @@ def test_study_stage_interpolate_es_grpo(tiny_model, trained, tmp_path):
     from evalkit.study.stages import plan
 
     path = tmp_path / "study.toml"
-    path.write_text(STUDY.format(base=tiny_model))
+    path.write_text(toy_study(tiny_model, INTERPOLATE))
     stages = {s.name: s for s in plan(read_spec(path))}
     stage = stages["interpolate-es-grpo"]
     assert stage.needs == ("heldout", "train-es", "train-grpo") and stage.out == "interpolate/es-grpo"

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.studies import toy_study
 from typer.testing import CliRunner
 
 from evalkit.cli import app
@@ -20,30 +21,7 @@ STUDIES = Path(__file__).parents[1] / "studies"
 runner = CliRunner()
 pytestmark = pytest.mark.usefixtures("builtin_model")  # its one-time conversion line outside any output
 
-GOOD = """
-title = "t"
-base_model = "smollm2-135m"
-[train_task]
-name = "arith"
-size = 20
-[eval_task]
-seed = 1
-limit = 3
-[budget]
-per_method = 16
-[methods.es]
-population = 2
-prompts_per_iteration = 4
-max_new_tokens = 8
-[methods.grpo]
-group_size = 4
-prompts_per_step = 2
-max_new_tokens = 8
-[evaluations.passk]
-n = 2
-k = [1, 2]
-max_new_tokens = 8
-"""
+GOOD = toy_study()
 
 # The seed's other methods, on GOOD's budget (16 completions): distillation 2 steps x 2 prompts x 4
 # samples; guided and hinted GRPO take [methods.grpo]'s options (2 steps x 2 prompts x 4).
