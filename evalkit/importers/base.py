@@ -21,7 +21,7 @@ from evalkit.options import GradingOptions, TaskOptions, option
 from evalkit.tasks.base import OUTCOMES
 
 __all__ = ["ImportOptions", "Imported", "need", "sha256", "outcome_of", "message_text", "GRADES", "one_file",
-           "read_json_lines"]
+           "read_json_lines", "step_file"]
 
 GRADES = ("auto", "keep", "regrade")
 
@@ -98,6 +98,25 @@ def one_file(path: Path, pattern: str, fmt: str) -> Path:
         names = ", ".join(p.name for p in found[:4]) or "none"
         raise UsageError(f"{path}: expected one {pattern} file of {fmt}, found {len(found)} ({names}); give the file")
     return found[0]
+
+
+def step_file(folder: Path, prefix: str, suffix: str, step: int | None, fmt: str) -> Path:
+    """The file `<prefix><step><suffix>` in `folder` for `--step` (the latest step when None).
+
+    Trainers dump one file per logged step (TRL `completions_00012.parquet`, verl `12.jsonl`)."""
+    steps = {}
+    for path in folder.glob(f"{prefix}*{suffix}"):
+        number = path.name[len(prefix):len(path.name) - len(suffix)]
+        if number.isdigit():
+            steps[int(number)] = path
+    if not steps:
+        raise UsageError(f"{folder}: no {prefix}<step>{suffix} of {fmt} in the folder")
+    if step is None:
+        return steps[max(steps)]
+    if step not in steps:
+        raise UsageError(f"--step {step}: no such {prefix}<step>{suffix} in {folder} "
+                         f"(steps: {', '.join(map(str, sorted(steps)))})")
+    return steps[step]
 
 
 def read_json_lines(path: Path, fmt: str) -> list[tuple[int, Any]]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.importers.base import Imported, ImportOptions, read_parquet
+from evalkit.importers.base import Imported, ImportOptions, read_parquet, step_file
 
 __all__ = ["read"]
 
@@ -30,15 +30,7 @@ def _step_file(path: Path, step: int | None) -> Path:
     if path.is_file():
         return path
     folder = path / "completions" if (path / "completions").is_dir() else path
-    steps = {int(p.stem.removeprefix("completions_")): p for p in folder.glob("completions_*.parquet")
-             if p.stem.removeprefix("completions_").isdigit()}
-    if not steps:
-        raise UsageError(f"{path}: no completions_<step>.parquet of TRL in the folder")
-    if step is None:
-        return steps[max(steps)]
-    if step not in steps:
-        raise UsageError(f"--step {step}: no completions_{step:05d}.parquet in {folder}")
-    return steps[step]
+    return step_file(folder, "completions_", ".parquet", step, FMT)
 
 
 def read(path: Path, opts: ImportOptions) -> Imported:

@@ -29,6 +29,7 @@ from evalkit.importers.base import (
     need,
     read_json_lines,
     read_parquet,
+    step_file,
 )
 
 __all__ = ["read"]
@@ -43,16 +44,7 @@ def read(path: Path, opts: ImportOptions) -> Imported:
 
 
 def _step_file(path: Path, step: int | None) -> Path:
-    if path.is_file():
-        return path
-    steps = {int(p.stem): p for p in path.glob("*.jsonl") if p.stem.isdigit()}
-    if not steps:
-        raise UsageError(f"{path}: no <step>.jsonl dumps of verl in the folder")
-    if step is None:
-        return steps[max(steps)]
-    if step not in steps:
-        raise UsageError(f"--step {step}: no {step}.jsonl in {path} (steps: {', '.join(map(str, sorted(steps)))})")
-    return steps[step]
+    return path if path.is_file() else step_file(path, "", ".jsonl", step, FMT)
 
 
 def _dump(path: Path, opts: ImportOptions) -> Imported:
