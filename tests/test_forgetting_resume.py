@@ -87,7 +87,7 @@ def test_journal_holds_every_unit_once(whole):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_killed_then_resumed_matches_uninterrupted(models, mc_file, whole, tmp_path, sig):
     out = tmp_path / "killed"
     cmd = [sys.executable, "-c", "from evalkit.cli import main; main()", "forgetting", *_args(models, mc_file, out)]
@@ -103,8 +103,8 @@ def test_killed_then_resumed_matches_uninterrupted(models, mc_file, whole, tmp_p
         if seen >= 5:
             break
         time.sleep(0.005)
-    os.kill(proc.pid, sig)  # SIGINT: Ctrl-C
-    assert proc.wait() == (-signal.SIGKILL if sig == signal.SIGKILL else 130)
+    os.kill(proc.pid, sig)  # SIGINT: Ctrl-C; SIGTERM: kill PID, a scheduler's pre-emption
+    assert proc.wait() == {signal.SIGKILL: -signal.SIGKILL, signal.SIGINT: 130, signal.SIGTERM: 143}[sig]
     partial = journal.read_bytes().count(b"\n") - 1
     if partial >= UNITS or (out / "forgetting.json").exists():
         pytest.fail("the run finished before it could be killed; make it longer")
