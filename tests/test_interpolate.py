@@ -2,6 +2,7 @@
 a planted barrier is recovered, the plane's corners are its three models."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,3 +149,17 @@ def test_study_stage_interpolate_es_grpo(tiny_model, trained, tmp_path):
     assert got["file"] == "interpolate/es-grpo/interpolate.json" and got["loss_barrier"] >= 0
     summary = json.loads((root / got["file"]).read_text())
     assert summary["problems"] == 2 and len(summary["points"]) == 3
+
+
+@pytest.mark.parametrize(("a", "b", "shown"), [
+    ("results/s/train/es/seed-0/step-000009", "results/s/train/grpo/seed-0/step-000036",
+     ("es/seed-0/step-000009", "grpo/seed-0/step-000036")),  # two arms of one study: the arm shows
+    ("runs/a/final", "runs/b/final", ("a/final", "b/final")),
+    ("smollm2-135m", "runs/grpo/final", ("smollm2-135m", "runs/grpo/final")),
+    ("runs/x/final", "runs/x/final", ("x/final", "x/final")),  # a model with itself
+])
+def test_the_report_names_the_two_checkpoints_by_what_differs(a, b, shown):
+    from analyses.report.inputs import Output
+    from analyses.report.interpolate_sections import _names
+
+    assert _names(Output(Path("i/interpolate.json"), {"models": {"A": {"name": a}, "B": {"name": b}}})) == shown

@@ -11,13 +11,13 @@ interpolate.json (evalkit.interpolate): `points` (t, or a/b in the plane, accura
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pandas as pd
 
 import analyses.report.figures as F
 from analyses.report.document import Figure, Section, Table
 from analyses.report.inputs import Output
-from analyses.report.model_sections import short_name
 
 __all__ = ["interpolate_section"]
 
@@ -33,10 +33,21 @@ def _line(points: list[dict]) -> list[dict]:
     return sorted((p for p in points if p.get("t") is not None), key=lambda p: p["t"])
 
 
+def _names(o: Output) -> tuple[str, str]:
+    """A's and B's paths less the folders they share (`es/seed-0/step-000009` and
+    `grpo/seed-0/step-000036` for two arms of one study), at least their last two components."""
+    a, b = (Path(str(o.data["models"][side]["name"])).parts for side in ("A", "B"))
+    shared = 0
+    while shared < min(len(a), len(b)) - 1 and a[shared] == b[shared]:
+        shared += 1
+    keep = max(max(len(a), len(b)) - shared, 2)
+    return "/".join(a[-keep:]), "/".join(b[-keep:])
+
+
 def _series(o: Output, key: str) -> list[dict]:
     line = _line(o.data["points"])
     ends = [p for p in line if p["t"] in (0.0, 1.0)]
-    label = f"{short_name(o.data['models']['A']['name'])} → {short_name(o.data['models']['B']['name'])}"
+    label = " → ".join(_names(o))
     out = [{"label": label, "x": [p["t"] for p in line], "y": [p[key] for p in line]}]
     if len(ends) == 2:
         out.append({"label": "straight line between the endpoints", "x": [0.0, 1.0],
@@ -46,7 +57,8 @@ def _series(o: Output, key: str) -> list[dict]:
 
 def _barrier_row(o: Output) -> dict:
     d, row = o.data, {"interpolation": o.label}
-    row.update(A=short_name(d["models"]["A"]["name"]), B=short_name(d["models"]["B"]["name"]), path=d["path"])
+    a, b = _names(o)
+    row.update(A=a, B=b, path=d["path"])
     for name in ("loss", "error"):
         b = (d.get("barrier") or {}).get(name) or {}
         row.update({f"{name}_barrier": b.get("height"), f"{name}_at_t": b.get("t"),
