@@ -336,6 +336,8 @@ def _num(value) -> str:
 VERDICTS = ("supported", "partly supported", "contradicted", "inconclusive", "not tested")
 FORGETTING_MARGIN = 0.05  # a loss smaller than this (accuracy) is "no forgetting"
 FLOOR = 0.2  # a benchmark the base scores below max(FLOOR, chance) has nothing to lose
+MIN_ITEMS = 200  # fewer items than this cannot show a loss of FORGETTING_MARGIN (issue 29)
+FORGETTING_ORDER = ("contradicted", "partly supported", "inconclusive", "supported")  # weakest for the claim first
 
 
 def side(row: dict | None) -> int | None:
@@ -395,15 +397,18 @@ def sparsity_verdict(sparser: list | None, concentrated: list | None) -> tuple[s
 
 
 def forgetting_verdict(es_base: dict | None, es_grpo: dict | None, informative: bool) -> tuple[str, str]:
-    rule = (f"on a benchmark the base scores at least max({FLOOR}, chance) on: ES - base below 0 with ES - GRPO "
-            f"above 0: partly supported; below 0 otherwise: contradicted; its lower bound above -{FORGETTING_MARGIN}: "
-            "supported; else inconclusive; no such benchmark: not tested")
+    """One benchmark (the claim takes the weakest over every benchmark that counts: `FORGETTING_ORDER`)."""
+    rule = (f"on a benchmark of at least {MIN_ITEMS} items the base scores at least max({FLOOR}, chance) on: ES - "
+            f"base's lower bound above -{FORGETTING_MARGIN} (any loss under the margin): supported; ES - base below 0 "
+            "with ES - GRPO above 0: partly supported; below 0 otherwise: contradicted; else inconclusive; no such "
+            "benchmark: not tested; over several benchmarks, the weakest (contradicted, partly supported, "
+            "inconclusive, supported)")
     if not informative or es_base is None:
         return "not tested", rule
-    if side(es_base) < 0:
-        return ("partly supported" if side(es_grpo) == 1 else "contradicted"), rule
     if es_base["ci_low"] > -FORGETTING_MARGIN:
         return "supported", rule
+    if side(es_base) < 0:
+        return ("partly supported" if side(es_grpo) == 1 else "contradicted"), rule
     return "inconclusive", rule
 
 
@@ -454,12 +459,17 @@ def _coverage_claim(f: dict) -> dict:
         k = cov["k_clear"]
         d = cov["differences"]
         pick = (lambda name, k=k, d=d: (d.get(name) or {}).get(k) if k is not None else None)  # noqa: E731
+        at = cov["ks"].index(k) if k is not None else None
+        floor = None if at is None else {name: c["placebo"]["estimate"][at]
+                                         for name, c in [("base", cov["base"]), *cov["arms"].items()]}
         rows[kind] = {"k": k, "sampling": cov["sampling"], "es - grpo": pick("es - grpo"),
-                      "grpo - base": pick("grpo - base"), "es - base": pick("es - base"),
+                      "grpo - base": pick("grpo - base"), "es - base": pick("es - base"), "placebo_floor": floor,
                       "verdict": coverage_verdict(pick("es - grpo"), pick("grpo - base"), pick("es - base"))[0]}
     kind = "passk-nucleus" if "passk-nucleus" in rows else "passk" if "passk" in rows else None
     main = rows.get(kind) or {}
-    verdict = coverage_verdict(main.get("es - grpo"), main.get("grpo - base"), main.get("es - base"))
+    verdict, rule = coverage_verdict(main.get("es - grpo"), main.get("grpo - base"), main.get("es - base"))
+    verdict = verdict, rule + ("; decided at the literature's setting (passk-nucleus: T 0.6, top-p 0.95), the "
+                               "T = 1 verdict beside it" if kind == "passk-nucleus" else "")
     return _claim("coverage", "ES keeps pass@k at large k where GRPO narrows it", verdict, main.get("es - grpo"),
                   setting=kind, settings=rows, unit="pass@k minus its placebo floor, at the largest k where the "
                                                    "base clears its floor")
@@ -476,8 +486,9 @@ def _entropy_claim(f: dict) -> dict:
 def _sparsity_claim(f: dict) -> dict:
     s = f.get("sparsity") or {}
     bf16 = s.get("bf16") or {}
+    # an update that rounds to nothing in bf16 is not sparse, it is absent: not tested
     sparser = ([bf16["es"]["changed_frac_bits"] < bf16["grpo"]["changed_frac_bits"]]
-               if {"es", "grpo"} <= set(bf16) else None)
+               if {"es", "grpo"} <= set(bf16) and all(bf16[m]["changed_frac_bits"] for m in ("es", "grpo")) else None)
     concentrated = []
     for row in (s.get("matched") or {}).values():
         if row["matched"] is None:
@@ -489,20 +500,23 @@ def _sparsity_claim(f: dict) -> dict:
 
 
 def _forgetting_claim(f: dict) -> dict:
+    """Every benchmark of at least MIN_ITEMS items the base scores at least max(FLOOR, chance) on
+    counts; the claim's verdict is the weakest of theirs (FORGETTING_ORDER), each listed."""
     fg = f.get("forgetting") or {}
-    best = None
+    statement = "ES does not forget what it was not trained on"
+    counted = {}
     for name, b in (fg.get("benchmarks") or {}).items():
         floor = max(FLOOR, b.get("chance") or 0.0)
-        if b["base_accuracy"] >= floor and "es" in b["arms"]:
-            best = (name, b, floor)
-            break
-    if best is None:
-        return _claim("forgetting", "ES does not forget what it was not trained on",
-                      forgetting_verdict(None, None, False), None, benchmarks=fg.get("benchmarks"), kl=fg.get("kl"))
-    name, b, floor = best
+        if b["base_accuracy"] >= floor and b["items"] >= MIN_ITEMS and "es" in b["arms"]:
+            counted[name] = {"floor": floor, "verdict": forgetting_verdict(b["arms"]["es"], b.get("es - grpo"), True)[0]}
+    if not counted:
+        return _claim("forgetting", statement, forgetting_verdict(None, None, False), None,
+                      benchmarks=fg.get("benchmarks"), kl=fg.get("kl"))
+    name = min(counted, key=lambda n: FORGETTING_ORDER.index(counted[n]["verdict"]))
+    b = fg["benchmarks"][name]
     verdict = forgetting_verdict(b["arms"]["es"], b.get("es - grpo"), True)
-    return _claim("forgetting", "ES does not forget what it was not trained on", verdict, b["arms"]["es"],
-                  benchmark=name, floor=floor, benchmarks=fg.get("benchmarks"), kl=fg.get("kl"))
+    return _claim("forgetting", statement, verdict, b["arms"]["es"], benchmark=name, floor=counted[name]["floor"],
+                  counted=counted, benchmarks=fg.get("benchmarks"), kl=fg.get("kl"))
 
 
 def _sequence_claim(f: dict) -> dict:

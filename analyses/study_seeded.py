@@ -6,7 +6,9 @@ Everything comes from the study's own files: study.json (the plan, the picked ch
 stage times), data/heldout.jsonl (answers), the passk runs at the picked checkpoints (passk/,
 passk-nucleus/), the curve runs at every saved checkpoint (curves/), sparsity/, diff/ and
 forgetting/. Intervals are the two-level bootstrap over seeds, then problems (metrics.seeds,
-2000 replicates, seed 0); "per_seed" lists each seed's own figure.
+2000 replicates, seed 0); "per_seed" lists each seed's own figure. A difference between two
+arms (ES - GRPO) resamples each arm's seeds apart (two-sample, `_apart`): seed s of ES and seed s
+of GRPO are separate runs, no pair; "per_seed_each" lists each arm's own seeds.
 
 Each pass@k figure has its chance floor beside it (metrics.placebo: every completion scored
 against the answers of the other problems, same counts). "Above the floor" is pass@k minus
@@ -36,6 +38,20 @@ def _interval(values) -> dict:
     return {"difference": est, "ci_low": low, "ci_high": high, "per_seed": [r[0] for r in per_seed(values,
                                                                                                      n_boot=200)],
             "seeds": int(np.shape(values)[0]), "problems": int(np.shape(values)[1])}
+
+
+def _apart(a, b, names: tuple[str, str]) -> dict:
+    """mean(a) - mean(b) for two separately trained arms (values[seed, problem], one column):
+    their seeds resampled apart, the problems shared (metrics.seeds.two_sample_bootstrap); each
+    arm's per-seed figures listed, since seed s of one arm is no partner of seed s of the other."""
+    from metrics.seeds import two_sample_bootstrap
+
+    est, low, high = two_sample_bootstrap(a, b, n_boot=N_BOOT)
+    return {"difference": est, "ci_low": low, "ci_high": high, "interval": "two-sample: each arm's seeds apart",
+            "per_seed_each": {name: np.asarray(x, float).mean(axis=1).tolist() for name, x in zip(names, (a, b),
+                                                                                                    strict=True)},
+            "seeds": {name: int(np.shape(x)[0]) for name, x in zip(names, (a, b), strict=True)},
+            "problems": int(np.shape(a)[1])}
 
 
 class Study:
@@ -144,10 +160,11 @@ def _coverage(study: Study, kind: str) -> tuple[dict, dict]:
         figures["differences"][f"{m} - base"] = _by_k(ks, (p - f) - above0[None], raw=p - base["pass"][None])
         narrowing[m] = _narrowing(base, tables[m], ks)
     if {"es", "grpo"} <= set(tables):
-        es = np.stack([t["pass"] - t["placebo"] for t in tables["es"]])
-        grpo = np.stack([t["pass"] - t["placebo"] for t in tables["grpo"]])
-        raw = np.stack([t["pass"] for t in tables["es"]]) - np.stack([t["pass"] for t in tables["grpo"]])
-        figures["differences"]["es - grpo"] = _by_k(ks, es - grpo, raw=raw)
+        above = [np.stack([t["pass"] - t["placebo"] for t in tables[m]]) for m in ("es", "grpo")]
+        raw = [np.stack([t["pass"] for t in tables[m]]) for m in ("es", "grpo")]
+        figures["differences"]["es - grpo"] = {
+            int(k): {**_apart(above[0][:, :, j], above[1][:, :, j], ("es", "grpo")),
+                     "raw": _apart(raw[0][:, :, j], raw[1][:, :, j], ("es", "grpo"))} for j, k in enumerate(ks)}
     return figures, narrowing
 
 
@@ -217,10 +234,12 @@ def _crossing(base: dict, arm: list[dict], ks) -> dict:
     point = first(d.mean(axis=(0, 1)))
     reps = [first(r) for r in two_level_replicates(d, n_boot=N_BOOT)]
     hit = [r for r in reps if r is not None]
-    return {"k": point, "ci_low": float(np.quantile(hit, 0.025)) if hit else None,
-            "ci_high": float(np.quantile(hit, 0.975)) if hit else None,
+    shown = len(hit) >= 0.5 * len(reps)  # an interval over a few crossing replicates would say little
+    return {"k": point, "ci_low": float(np.quantile(hit, 0.025)) if shown else None,
+            "ci_high": float(np.quantile(hit, 0.975)) if shown else None,
             "share_of_replicates_crossing": len(hit) / len(reps),
-            "note": "k where base pass@k - arm pass@k turns positive (log2 k interpolation); none within "
+            "note": "k where base pass@k - arm pass@k turns positive (log2 k interpolation); the interval is over "
+                    "the replicates that cross, given when at least half do; none within "
                     f"k <= {max(ks)} when the share is 0"}
 
 
@@ -242,7 +261,7 @@ def _entropy(study: Study) -> dict | None:
            "base": float(np.nanmean(base)), "arms": {m: float(np.nanmean(x)) for m, x in arms.items()},
            "differences": {f"{m} - base": _interval(x - base[None]) for m, x in arms.items()}}
     if {"es", "grpo"} <= set(arms):
-        out["differences"]["grpo - es"] = _interval(arms["grpo"] - arms["es"])
+        out["differences"]["grpo - es"] = _apart(arms["grpo"], arms["es"], ("grpo", "es"))
     return out
 
 
@@ -328,7 +347,7 @@ def _sequence(study: Study) -> dict | None:
     seq, es, grpo = pass1("es-grpo"), pass1("es"), pass1("grpo")
     if seq is None or es is None or grpo is None:
         return None
-    out = {"es-grpo - es": _interval(seq - es), "es-grpo - grpo": _interval(seq - grpo),
+    out = {"es-grpo - es": _apart(seq, es, ("es-grpo", "es")), "es-grpo - grpo": _apart(seq, grpo, ("es-grpo", "grpo")),
            "pass@1": {m: float(x.mean()) for m, x in (("es-grpo", seq), ("es", es), ("grpo", grpo))}}
     control = _control(study)
     if control is not None:
@@ -350,7 +369,7 @@ def _control(study: Study) -> dict | None:
         rows_seq.append(study.table(study.run(mine["run"]), [1])["pass"][:, 0])
         rows_ctl.append(study.table(study.run(ctl["run"]), [1])["pass"][:, 0])
         steps.append(pick["step"])
-    row = _interval(np.stack(rows_seq) - np.stack(rows_ctl))
+    row = _apart(np.stack(rows_seq), np.stack(rows_ctl), ("es-grpo", "grpo control"))
     row["grpo_steps"] = steps
     row["settings"] = "curve runs (evaluations.curves): ES-then-GRPO's pick and GRPO at the same GRPO step"
     return row
@@ -376,7 +395,7 @@ def _forgetting(study: Study) -> dict | None:
         name = bench["benchmark"]
         base = np.array([x["base_correct"] for x in next(iter(per_arm.values()))[0][1] if x["benchmark"] == name],
                         float)
-        row = {"items": int(base.size), "base_accuracy": float(base.mean()), "chance": _chance(bench),
+        row = {"items": int(base.size), "base_accuracy": float(base.mean()), "chance": _chance(bench, study.root),
                "arms": {}}
         for m, reports in per_arm.items():
             model = np.stack([[x["model_correct"] for x in items if x["benchmark"] == name] for _, items in reports])
@@ -385,7 +404,7 @@ def _forgetting(study: Study) -> dict | None:
             es = np.stack([[x["model_correct"] for x in items if x["benchmark"] == name] for _, items in per_arm["es"]])
             gr = np.stack([[x["model_correct"] for x in items if x["benchmark"] == name]
                            for _, items in per_arm["grpo"]])
-            row["es - grpo"] = _interval(es.astype(float) - gr.astype(float))
+            row["es - grpo"] = _apart(es.astype(float), gr.astype(float), ("es", "grpo"))
         out["benchmarks"][name] = row
     for m, reports in per_arm.items():
         out["kl"][m] = _kl([r["kl"] for r, _ in reports])
@@ -396,14 +415,27 @@ def _items(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
-def _chance(bench: dict) -> float | None:
-    """Multiple choice: the mean of 1 / choices over the file's items (None for generation)."""
-    source = (bench.get("source") or {}).get("source")
-    if bench.get("kind") != "mc" or not source or not Path(source).is_file():
+def _chance(bench: dict, root: Path) -> float | None:
+    """Multiple choice: the mean of 1 / choices over the file's items (None for generation).
+
+    The file is the one forgetting read (its sha256 checked), found where its recorded path
+    points from the working folder or from any folder above the study (a path relative to the
+    repository the study ran in); a file not found is an error, not a silent chance of 0."""
+    import hashlib
+
+    source = bench.get("source") or {}
+    if bench.get("kind") != "mc":
         return None
-    rows = [json.loads(x) for x in Path(source).read_text(encoding="utf-8").splitlines() if x.strip()]
-    n = bench["source"].get("items") or len(rows)
-    return float(np.mean([1.0 / len(r["choices"]) for r in rows[:n]]))
+    recorded = Path(str(source.get("source")))
+    places = [recorded] if recorded.is_absolute() else [recorded, *(p / recorded for p in Path(root).resolve().parents)]
+    for path in places:
+        if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == source.get("source_sha256"):
+            rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+            n = source.get("items") or len(rows)
+            return float(np.mean([1.0 / len(r["choices"]) for r in rows[:n]]))
+    raise ValueError(f"benchmark {bench.get('benchmark')}: its multiple-choice file {recorded} (sha256 "
+                     f"{str(source.get('source_sha256'))[:12]}) is not found from here or above {root}; the chance "
+                     "level needs it")
 
 
 def _kl(blocks: list[dict]) -> dict | None:

@@ -7,7 +7,7 @@ Every number here is a field of findings.json (same folder); the table names say
 
 from __future__ import annotations
 
-__all__ = ["seeded_markdown", "ci", "num"]
+__all__ = ["seeded_markdown", "ci", "num", "seeds_text"]
 
 
 def num(x, digits: int = 3) -> str:
@@ -17,9 +17,18 @@ def num(x, digits: int = 3) -> str:
 def ci(row: dict | None, digits: int = 3) -> str:
     if row is None:
         return "n/a"
-    seeds = ", ".join(f"{v:+.{digits}f}" for v in row.get("per_seed", []))
+    seeds = seeds_text(row, digits)
     return (f"{row['difference']:+.{digits}f} [{row['ci_low']:+.{digits}f}, {row['ci_high']:+.{digits}f}]"
             + (f" (seeds {seeds})" if seeds else ""))
+
+
+def seeds_text(row: dict, digits: int = 3) -> str:
+    """A difference's per-seed figures: each seed's own difference (against the base), or, for
+    two separately trained arms, each arm's seeds ("es: +0.1, +0.2; grpo: ...")."""
+    if "per_seed_each" in row:
+        return "; ".join(f"{name}: " + ", ".join(f"{v:.{digits}f}" for v in values)
+                         for name, values in row["per_seed_each"].items())
+    return ", ".join(f"{v:+.{digits}f}" for v in row.get("per_seed", []))
 
 
 def seeded_markdown(result: dict) -> str:
@@ -50,7 +59,8 @@ def _figures(c: dict) -> str:
         return _sparsity_text(c)
     if c["claim"] == "forgetting":
         return _forgetting_text(c)
-    return "; ".join(f"{name}: {ci(row)}" for name, row in c["differences"].items() if "per_seed" in row) or "n/a"
+    return "; ".join(f"{name}: {ci(row)}" for name, row in c["differences"].items()
+                     if "per_seed" in row or "per_seed_each" in row) or "n/a"
 
 
 def _sparsity_text(c: dict) -> str:
@@ -78,7 +88,9 @@ def _forgetting_text(c: dict) -> str:
     for name, b in (c.get("benchmarks") or {}).items():
         chance = f", chance {b['chance']:.2f}" if b.get("chance") else ""
         arms = ", ".join(f"{m} {ci(r)}" for m, r in b["arms"].items())
-        parts.append(f"{name} ({b['items']} items, base {b['base_accuracy']:.3f}{chance}): model - base {arms}")
+        counted = (c.get("counted") or {}).get(name)
+        why = f"counted: {counted['verdict']}" if counted else "not counted (below its floor, or too few items)"
+        parts.append(f"{name} ({b['items']} items, base {b['base_accuracy']:.3f}{chance}; {why}): model - base {arms}")
     for m, kl in (c.get("kl") or {}).items():
         if kl:
             p = kl["per_token_pooled"]

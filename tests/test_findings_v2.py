@@ -20,6 +20,7 @@ from analyses.study_findings import (
 UP, DOWN, ZERO = ({"difference": 0.2, "ci_low": 0.1, "ci_high": 0.3}, {"difference": -0.2, "ci_low": -0.3, "ci_high": -0.1},
                   {"difference": 0.0, "ci_low": -0.1, "ci_high": 0.1})
 SMALL_LOSS = {"difference": -0.01, "ci_low": -0.03, "ci_high": 0.01}
+SMALL_SIGNIFICANT_LOSS = {"difference": -0.012, "ci_low": -0.02, "ci_high": -0.005}
 
 
 @pytest.mark.parametrize(("es_grpo", "grpo_base", "es_base", "verdict"), [
@@ -64,6 +65,8 @@ def test_sparsity_verdict(sparser, concentrated, verdict):
     (DOWN, ZERO, True, "contradicted"),
     (DOWN, UP, True, "partly supported"),        # ES forgets, less than GRPO
     (SMALL_LOSS, ZERO, False, "not tested"),     # the base is at its floor: nothing to lose
+    (SMALL_SIGNIFICANT_LOSS, ZERO, True, "supported"),  # a loss, but under the margin: no forgetting
+    ({"difference": -0.06, "ci_low": -0.09, "ci_high": -0.03}, ZERO, True, "contradicted"),  # past the margin
 ])
 def test_forgetting_verdict(es_base, es_grpo, informative, verdict):
     assert forgetting_verdict(es_base, es_grpo, informative)[0] == verdict
@@ -134,3 +137,56 @@ def test_figures_of_a_hand_made_study(tmp_path):
     assert raw["difference"] == pytest.approx(((0 - 0.5) + (1 - 0.5) + 0) / 3) and raw["per_seed"] == [0.0, 0.0]
     assert f["entropy"]["differences"]["grpo - base"]["difference"] == pytest.approx(
         ((2 - 1.5) + (1 - 1.5) + 0) / 3)
+
+
+def _bench(items, base_accuracy, es, chance=0.25):
+    return {"items": items, "base_accuracy": base_accuracy, "chance": chance, "arms": {"es": es}, "es - grpo": ZERO}
+
+
+def test_forgetting_claim_takes_the_weakest_of_every_benchmark_that_counts():
+    from analyses.study_findings import _forgetting_claim
+
+    benchmarks = {"small-loss": _bench(240, 0.5, SMALL_SIGNIFICANT_LOSS), "lost": _bench(240, 0.4, DOWN),
+                  "few-items": _bench(100, 0.9, DOWN), "at-floor": _bench(240, 0.22, DOWN)}  # chance 0.25
+    claim = _forgetting_claim({"forgetting": {"benchmarks": benchmarks, "kl": {}}})
+    assert claim["verdict"] == "contradicted" and claim["benchmark"] == "lost"
+    assert claim["counted"] == {"small-loss": {"floor": 0.25, "verdict": "supported"},
+                                "lost": {"floor": 0.25, "verdict": "contradicted"}}
+    del benchmarks["lost"]  # the order of the others does not matter
+    claim = _forgetting_claim({"forgetting": {"benchmarks": dict(reversed(benchmarks.items())), "kl": {}}})
+    assert (claim["verdict"], claim["benchmark"]) == ("supported", "small-loss")
+    claim = _forgetting_claim({"forgetting": {"benchmarks": {"few-items": _bench(100, 0.9, DOWN)}, "kl": {}}})
+    assert claim["verdict"] == "not tested"
+
+
+def test_a_bf16_update_that_rounds_to_nothing_is_not_tested_not_sparse():
+    from analyses.study_findings import _sparsity_claim
+
+    matched = {0: {"matched": {"es": {"step": 3}, "grpo": {"step": 12}}, "qs": [0.01],
+                   "top_share": {"es": [0.5], "grpo": [0.1]}}}
+    f = {"sparsity": {"bf16": {"es": {"changed_frac_bits": 0.0}, "grpo": {"changed_frac_bits": 0.3}}, "matched": matched}}
+    assert _sparsity_claim(f)["verdict"] == "not tested"
+    f["sparsity"]["bf16"]["es"]["changed_frac_bits"] = 0.1
+    assert _sparsity_claim(f)["verdict"] == "supported"
+
+
+def test_the_chance_level_reads_the_recorded_file_from_above_the_study_wherever_it_runs(tmp_path, monkeypatch):
+    import hashlib
+
+    from analyses.study_seeded import _chance
+
+    rows = [{"question": "q", "choices": ["a", "b", "c", "d"], "answer": 0},
+            {"question": "r", "choices": ["a", "b"], "answer": 1}]
+    mc = tmp_path / "repo" / "studies" / "data" / "mc.jsonl"
+    mc.parent.mkdir(parents=True)
+    mc.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    root = tmp_path / "repo" / "results" / "study"
+    root.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)  # not the repository: the recorded relative path does not resolve from here
+    bench = {"benchmark": "mc", "kind": "mc", "source": {"source": "studies/data/mc.jsonl", "items": 2,
+                                                         "source_sha256": hashlib.sha256(mc.read_bytes()).hexdigest()}}
+    assert _chance(bench, root) == pytest.approx((1 / 4 + 1 / 2) / 2)
+    assert _chance({"kind": "generation"}, root) is None
+    bench["source"]["source_sha256"] = "0" * 64  # another file of that name
+    with pytest.raises(ValueError, match="not found"):
+        _chance(bench, root)

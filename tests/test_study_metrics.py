@@ -11,7 +11,13 @@ import pytest
 
 from metrics.passk import pass_at_k
 from metrics.placebo import answer_key, key_agreement, placebo_passk
-from metrics.seeds import per_seed, two_level_bootstrap, two_level_replicates
+from metrics.seeds import (
+    per_seed,
+    two_level_bootstrap,
+    two_level_replicates,
+    two_sample_bootstrap,
+    two_sample_replicates,
+)
 from metrics.sparsity import add_histogram, gaussian_top_share, top_share_curve
 
 
@@ -107,3 +113,50 @@ def test_every_pair_of_seeds_is_a_possible_replicate():
     want = sorted(np.mean(pair) for pair in itertools.product([0.0, 1.0], repeat=2))
     assert want == [0.0, 0.5, 0.5, 1.0]
     assert set(two_level_replicates(x, n_boot=500, seed=2)[:, 0]) <= set(want)
+
+
+def _exact_two_sample(a, b):
+    """Mean and variance of the two-sample replicate, by enumerating every equally likely draw
+    (each arm's seeds, then the shared problems), in exact fractions."""
+    from fractions import Fraction
+
+    (sa, p), sb = a.shape, b.shape[0]
+    values = []
+    for da in itertools.product(range(sa), repeat=sa):
+        for db in itertools.product(range(sb), repeat=sb):
+            for dp in itertools.product(range(p), repeat=p):
+                ma = sum(Fraction(a[s, i]) for s in da for i in dp) / (sa * p)
+                mb = sum(Fraction(b[s, i]) for s in db for i in dp) / (sb * p)
+                values.append(ma - mb)
+    mean = sum(values) / len(values)
+    return mean, sum((v - mean) ** 2 for v in values) / len(values)
+
+
+def test_two_separately_trained_arms_are_resampled_apart_not_paired_by_seed_number():
+    """a and b are the same numbers seed for seed, so pairing seed s with seed s (the two-level
+    bootstrap of a - b) sees no spread at all; the two arms are separate runs, and the
+    two-sample replicates have the variance of their exact enumeration."""
+    a = np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0]])
+    b = a.copy()
+    assert two_level_bootstrap(a - b, n_boot=500) == (0.0, 0.0, 0.0)
+    mean, var = _exact_two_sample(a, b)
+    reps = two_sample_replicates(a, b, n_boot=200_000, seed=1)[:, 0]
+    assert mean == 0 and float(var) > 0.05
+    assert abs(reps.mean()) < 4 * math.sqrt(float(var) / reps.size)
+    assert reps.var() == pytest.approx(float(var), rel=0.02)
+    est, low, high = two_sample_bootstrap(a, b, n_boot=4000)
+    assert est == 0.0 and low < -0.2 and high > 0.2
+
+
+def test_two_sample_bootstrap_takes_arms_of_other_seed_counts_and_one_seed_each_is_over_problems():
+    rng = np.random.default_rng(4)
+    a, b = rng.integers(0, 2, size=(3, 3)).astype(float), rng.integers(0, 2, size=(2, 3)).astype(float)
+    mean, var = _exact_two_sample(a, b)
+    reps = two_sample_replicates(a, b, n_boot=100_000, seed=2)[:, 0]
+    assert float(mean) == pytest.approx(a.mean() - b.mean())
+    assert reps.var() == pytest.approx(float(var), rel=0.03)
+    # one seed each: only the problems vary, as the problem bootstrap of the paired difference
+    one_a, one_b = a[:1], b[:1]
+    assert _exact_two_sample(one_a, one_b) == _exact_two_sample(one_a - one_b, np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="same problems"):
+        two_sample_replicates(a, b[:, :2])

@@ -15,6 +15,7 @@ import pandas as pd
 
 import analyses.report.figures as F
 from analyses.report.document import Figure, Section, Table
+from analyses.study_tables import seeds_text
 
 __all__ = ["study_sections"]
 
@@ -60,7 +61,7 @@ def _coverage(kind: str, cov: dict, narrowing: dict) -> Section:
             for name, c in [("base", cov["base"]), *cov["arms"].items()]]
     diffs = [{"difference": name, "k": k, "above_floor": r["difference"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
               "raw": r["raw"]["difference"], "raw_ci_low": r["raw"]["ci_low"], "raw_ci_high": r["raw"]["ci_high"],
-              "per_seed": ", ".join(f"{v:+.3f}" for v in r["per_seed"])}
+              "per_seed": seeds_text(r)}
              for name, by_k in cov["differences"].items() for k, r in by_k.items()]
     narrow = [{"arm": m, "base solves, arm never (per seed)": ", ".join(str(r["base_solves_arm_never"])
                                                                           for r in n["per_seed"]),
@@ -166,7 +167,7 @@ def _forgetting(f: dict) -> Section | None:
         return None
     rows = [{"benchmark": name, "items": b["items"], "base accuracy": b["base_accuracy"], "chance": b["chance"],
              "arm": m, "accuracy": r["accuracy"], "difference": r["difference"], "ci_low": r["ci_low"],
-             "ci_high": r["ci_high"], "per_seed": ", ".join(f"{v:+.3f}" for v in r["per_seed"])}
+             "ci_high": r["ci_high"], "per_seed": seeds_text(r)}
             for name, b in fg["benchmarks"].items() for m, r in b["arms"].items()]
     kl = [{"arm": m, "task": k["task"], "per token pooled": k["per_token_pooled"]["estimate"],
            "pooled ci_low": k["per_token_pooled"]["ci_low"], "pooled ci_high": k["per_token_pooled"]["ci_high"],
