@@ -126,7 +126,34 @@ def seeded_figures(root: Path) -> dict:
     out["sequence"] = _sequence(study)
     out["forgetting"] = _forgetting(study)
     out["sparsity"] = _sparsity(study)
+    out["checks"] = _checks(study, out)
     return out
+
+
+def _checks(study: Study, figures: dict) -> list[dict]:
+    """What the claims assume, checked on the study's own files (issue 29's design): n >= 2 max k
+    on at least 60 held-out problems, every seed of every arm present, every evaluated run
+    complete, and the KL on another task's prompts than the training task's."""
+    rows = []
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        rows.append({"check": name, "ok": bool(ok), "detail": detail})
+
+    check("held-out problems >= 60", len(study.problems) >= 60, f"{len(study.problems)} problems")
+    for kind, cov in figures["coverage"].items():
+        n, k = cov["sampling"].get("n"), max(cov["ks"])
+        check(f"{kind}: n >= 2 max k", n is not None and n >= 2 * k, f"n {n}, max k {k}")
+        missing = [m for m in study.methods if m not in cov["arms"]]
+        check(f"{kind}: every seed of every arm", not missing,
+              "all present" if not missing else f"left out (a seed not done): {', '.join(missing)}")
+    incomplete = sorted(rel for rel, run in study._runs.items() if run.summary.get("complete") is False)
+    check("every run read is complete", not incomplete, "all complete" if not incomplete else ", ".join(incomplete[:5]))
+    train = (study.spec.get("train_task") or {}).get("name")
+    tasks = {(kl or {}).get("task") for kl in ((figures.get("forgetting") or {}).get("kl") or {}).values() if kl}
+    if tasks:
+        check("KL on another task's prompts", train not in tasks, f"KL task {', '.join(map(str, tasks))}, training "
+                                                                  f"task {train}")
+    return rows
 
 
 # ---------------------------------------------------------------- coverage

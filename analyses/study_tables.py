@@ -40,7 +40,7 @@ def seeded_markdown(result: dict) -> str:
         verdict = c["verdict"] + (f" (detectable +-{c['detectable']:.3f})" if c.get("detectable") else "")
         lines.append(f"| {c['statement']} | {_figures(c)} | {verdict} |")
     lines += ["", "Verdict rules:", *[f"- {c['claim']}: {c['rule']}" for c in result["claims"]]]
-    lines += _coverage_tables(f) + _narrowing_tables(f) + _stopping_table(f) + _budget_table(f)
+    lines += _checks(f) + _coverage_tables(f) + _narrowing_tables(f) + _stopping_table(f) + _budget_table(f)
     return "\n".join(lines) + "\n"
 
 
@@ -134,6 +134,12 @@ def _narrowing_tables(f: dict) -> list[str]:
                        f"({n['base_distinct_answers']:.1f}) | "
                        f"{cross} ({x['share_of_replicates_crossing']:.2f}) |")
     return out
+
+
+def _checks(f: dict) -> list[str]:
+    rows = f.get("checks") or []
+    return (["", "What the claims assume, checked on the study's files (`figures.checks`):", ""]
+            + [f"- {'ok' if r['ok'] else 'NOT MET'}: {r['check']} ({r['detail']})" for r in rows]) if rows else []
 
 
 def _stopping_table(f: dict) -> list[str]:

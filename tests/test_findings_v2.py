@@ -137,6 +137,11 @@ def test_figures_of_a_hand_made_study(tmp_path):
     assert raw["difference"] == pytest.approx(((0 - 0.5) + (1 - 0.5) + 0) / 3) and raw["per_seed"] == [0.0, 0.0]
     assert f["entropy"]["differences"]["grpo - base"]["difference"] == pytest.approx(
         ((2 - 1.5) + (1 - 1.5) + 0) / 3)
+    checks = {c["check"]: (c["ok"], c["detail"]) for c in f["checks"]}  # a toy: too small, said so
+    assert checks["held-out problems >= 60"] == (False, "3 problems")
+    assert checks["passk: n >= 2 max k"] == (False, "n 2, max k 2")
+    assert checks["passk: every seed of every arm"] == (True, "all present")
+    assert checks["every run read is complete"] == (True, "all complete")
 
 
 def _bench(items, base_accuracy, es, chance=0.25):
