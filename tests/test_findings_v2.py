@@ -106,11 +106,8 @@ def _run(folder: Path, answers: dict, outcomes: dict) -> None:
                                                      "sampling": {"temperature": 1.0, "top_p": 1.0, "n": 2}}))
 
 
-def test_figures_of_a_hand_made_study(tmp_path):
-    """Two seeds, one arm per method, 3 problems x 2 samples: the placebo, the floor-cleared k,
-    the per-problem narrowing and the two-level differences come out as counted by hand."""
-    from analyses.study_seeded import seeded_figures
-
+def _hand_made_study(tmp_path: Path) -> None:
+    """Two seeds of GRPO and the base, 3 problems x 2 samples each."""
     answers = {"p0": "10", "p1": "20", "p2": "30"}
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "heldout.jsonl").write_text(
@@ -124,6 +121,14 @@ def test_figures_of_a_hand_made_study(tmp_path):
         stages[f"passk-grpo-s{s}"] = {"status": "done", "result": {"run": f"passk/grpo/seed-{s}"}}
     spec = {"seeds": [0, 1], "methods": {"grpo": []}, "validation": {"rule": "best-greedy"}}
     (tmp_path / "study.json").write_text(json.dumps({"kind": "study", "spec": spec, "stages": stages}))
+
+
+def test_figures_of_a_hand_made_study(tmp_path):
+    """Two seeds, one arm per method, 3 problems x 2 samples: the placebo, the floor-cleared k,
+    the per-problem narrowing and the two-level differences come out as counted by hand."""
+    from analyses.study_seeded import seeded_figures
+
+    _hand_made_study(tmp_path)
     f = seeded_figures(tmp_path)
     cov = f["coverage"]["passk"]
     # base placebo, problem 0: its "20" hits p1's answer: pass@1 (1/2 + 0)/2 against p1 and p2
@@ -195,3 +200,24 @@ def test_the_chance_level_reads_the_recorded_file_from_above_the_study_wherever_
     bench["source"]["source_sha256"] = "0" * 64  # another file of that name
     with pytest.raises(ValueError, match="not found"):
         _chance(bench, root)
+
+
+def test_a_figure_of_findings_json_is_recomputed_from_the_samples(tmp_path, capsys):
+    from analyses.recompute import main
+    from analyses.study_findings import write_seeded_findings
+
+    _hand_made_study(tmp_path)
+    write_seeded_findings(tmp_path, tmp_path / "findings")
+    path = "figures/coverage/passk/differences/grpo - base/1/raw/difference"
+    assert main([str(tmp_path), path]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["recomputed"] == shown["findings.json"] == pytest.approx(((0 - 0.5) + (1 - 0.5) + 0) / 3)
+    assert main([str(tmp_path), "claims/entropy/verdict"]) == 0
+    # a figure edited in findings.json is caught; a path that is not there is exit 2
+    findings = tmp_path / "findings" / "findings.json"
+    tree = json.loads(findings.read_text())
+    tree["figures"]["coverage"]["passk"]["differences"]["grpo - base"]["1"]["raw"]["difference"] = 0.5
+    findings.write_text(json.dumps(tree))
+    assert main([str(tmp_path), path]) == 1 and "DIFFER" in capsys.readouterr().err
+    assert main([str(tmp_path), "figures/no-such-block"]) == 2
+    assert main([str(tmp_path / "elsewhere"), path]) == 2
