@@ -148,6 +148,11 @@ def _checks(study: Study, figures: dict) -> list[dict]:
               "all present" if not missing else f"left out (a seed not done): {', '.join(missing)}")
     incomplete = sorted(rel for rel, run in study._runs.items() if run.summary.get("complete") is False)
     check("every run read is complete", not incomplete, "all complete" if not incomplete else ", ".join(incomplete[:5]))
+    for seed, row in ((figures.get("sparsity") or {}).get("matched") or {}).items():
+        ratio = (row.get("matched") or {}).get("norm_ratio_es_over_grpo")
+        if ratio is not None:
+            check(f"sparsity seed {seed}: matched norms within 2x", 0.5 <= ratio <= 2.0,
+                  f"||dES|| / ||dGRPO|| relative norms {ratio:.3g}")
     train = (study.spec.get("train_task") or {}).get("name")
     tasks = {(kl or {}).get("task") for kl in ((figures.get("forgetting") or {}).get("kl") or {}).values() if kl}
     if tasks:

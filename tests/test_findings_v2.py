@@ -147,6 +147,11 @@ def test_figures_of_a_hand_made_study(tmp_path):
     assert checks["passk: n >= 2 max k"] == (False, "n 2, max k 2")
     assert checks["passk: every seed of every arm"] == (True, "all present")
     assert checks["every run read is complete"] == (True, "all complete")
+    from analyses.study_seeded import Study, _checks
+
+    far = {**f, "sparsity": {"matched": {0: {"matched": {"norm_ratio_es_over_grpo": 3.0}}}}}
+    checks = {c["check"]: c["ok"] for c in _checks(Study(tmp_path), far)}
+    assert checks["sparsity seed 0: matched norms within 2x"] is False
 
 
 def _bench(items, base_accuracy, es, chance=0.25):
