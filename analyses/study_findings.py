@@ -439,8 +439,16 @@ def write_seeded_findings(root: Path, out: Path) -> dict:
                          "claims": seeded_claims(figures), "figures": figures})
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "findings.json", result)
-    write_atomic(out / "findings.md", lambda fh: fh.write(seeded_markdown(result)))
+    write_atomic(out / "findings.md", lambda fh: fh.write(seeded_markdown(result, _shown(Path(root)))))
     return result
+
+
+def _shown(root: Path) -> str:
+    """The study folder as a command run from here names it (relative when below here)."""
+    try:
+        return str(root.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(root)
 
 
 def seeded_claims(f: dict) -> list[dict]:

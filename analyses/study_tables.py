@@ -31,14 +31,18 @@ def seeds_text(row: dict, digits: int = 3) -> str:
     return ", ".join(f"{v:+.{digits}f}" for v in row.get("per_seed", []))
 
 
-def seeded_markdown(result: dict) -> str:
+def seeded_markdown(result: dict, root: str = "STUDY") -> str:
+    """`root`: the study folder as the recompute commands name it."""
     f = result["figures"]
     lines = [f"Seeds {', '.join(map(str, f['seeds']))}; {f['problems']} held-out problems. Intervals: 95% two-level "
-             "bootstrap (seeds, then problems); per-seed figures in brackets after them.", "",
-             "| claim | figures | verdict |", "|---|---|---|"]
+             "bootstrap (seeds, then problems; two arms' seeds apart); per-seed figures in brackets after them. "
+             "Each row's figures and verdict are recomputed from the study's files, and compared with findings.json, "
+             "by the command beside it.", "",
+             "| claim | figures | verdict | recompute |", "|---|---|---|---|"]
     for c in result["claims"]:
         verdict = c["verdict"] + (f" (detectable +-{c['detectable']:.3f})" if c.get("detectable") else "")
-        lines.append(f"| {c['statement']} | {_figures(c)} | {verdict} |")
+        lines.append(f"| {c['statement']} | {_figures(c)} | {verdict} | "
+                     f"`python -m analyses.recompute {root} claims/{c['claim']}` |")
     lines += ["", "Verdict rules:", *[f"- {c['claim']}: {c['rule']}" for c in result["claims"]]]
     lines += _checks(f) + _coverage_tables(f) + _narrowing_tables(f) + _stopping_table(f) + _budget_table(f)
     return "\n".join(lines) + "\n"

@@ -218,6 +218,10 @@ def test_a_figure_of_findings_json_is_recomputed_from_the_samples(tmp_path, caps
     shown = json.loads(capsys.readouterr().out)
     assert shown["recomputed"] == shown["findings.json"] == pytest.approx(((0 - 0.5) + (1 - 0.5) + 0) / 3)
     assert main([str(tmp_path), "claims/entropy/verdict"]) == 0
+    text = (tmp_path / "findings" / "findings.md").read_text()
+    for claim in ("coverage", "entropy", "sparsity", "forgetting", "es-grpo"):  # the command beside each row
+        assert f"`python -m analyses.recompute {tmp_path} claims/{claim}` |" in text
+        assert main([str(tmp_path), f"claims/{claim}"]) == 0
     # a figure edited in findings.json is caught; a path that is not there is exit 2
     findings = tmp_path / "findings" / "findings.json"
     tree = json.loads(findings.read_text())
