@@ -58,3 +58,15 @@ vllm-check:
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install -q --upgrade vllm
 	$(VLLM_VENV)/bin/python tools/vllm_check.py
+
+# DeepSpeed ZeRO folders read through deepspeed's own merger (tests/test_deepspeed_real.py: ZeRO-2,
+# ZeRO-3 and an OpenRLHF-style wrapper written by deepspeed's engine on the CPU, diffed bit for bit
+# as safetensors). deepspeed (no compiled ops) goes to its own folder on PYTHONPATH, on .venv's
+# pinned torch; never into .venv. Not part of `make test` (there the test is skipped).
+DS_LIB ?= build/deepspeed
+.PHONY: deepspeed-check
+deepspeed-check: $(STAMP)
+	test -d $(DS_LIB)/deepspeed || DS_BUILD_OPS=0 DS_ACCELERATOR=cpu $(BIN)/pip install -q --target $(DS_LIB) \
+		--no-deps --no-build-isolation deepspeed==0.19.8 hjson py-cpuinfo einops ninja
+	PYTHONPATH=$(DS_LIB) $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_deepspeed_real.py
+

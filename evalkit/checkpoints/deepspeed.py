@@ -14,6 +14,9 @@ Without deepspeed, a ZeRO folder is refused with one line naming the fix.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
 from pathlib import Path
 
 from evalkit.checkpoints.tensors import TensorEntry, bad
@@ -24,6 +27,21 @@ NOTE = ("DeepSpeed ZeRO: the fp32 master weights (deepspeed's get_fp32_state_dic
         "they show updates that a bf16 copy of the same model rounds away")
 
 
+@contextlib.contextmanager
+def _quiet():
+    """deepspeed's import and merger print ("Processing zero checkpoint ...", "Setting accelerator
+    to CPU") to stdout, where evalkit's tables and `--json` go: their prints go to stderr, and
+    its logger (a handler bound to stdout, deepspeed/utils/logging.py) shows errors only."""
+    logger = logging.getLogger("DeepSpeed")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def is_deepspeed(folder: Path) -> bool:
     if (folder / "latest").is_file() and any(folder.glob("global_step*")):
         return True
@@ -31,16 +49,18 @@ def is_deepspeed(folder: Path) -> bool:
 
 
 def read_deepspeed(folder: Path) -> dict[str, TensorEntry]:
-    try:
-        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
-    except ImportError:
-        raise bad(folder, "a DeepSpeed ZeRO checkpoint: reading it needs deepspeed, which is not installed "
-                          "(pip install deepspeed; or convert it with its zero_to_fp32.py)") from None
+    with _quiet():
+        try:
+            from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+        except ImportError:
+            raise bad(folder, "a DeepSpeed ZeRO checkpoint: reading it needs deepspeed, which is not installed "
+                              "(pip install deepspeed; or convert it with its zero_to_fp32.py)") from None
     from evalkit.checkpoints.tensors import TORCH_DTYPES
     from evalkit.checkpoints.torchzip import _Loaded
 
     try:
-        state = get_fp32_state_dict_from_zero_checkpoint(str(folder))
+        with _quiet():
+            state = get_fp32_state_dict_from_zero_checkpoint(str(folder))
     except Exception as exc:  # deepspeed's own errors: a missing step, partitions, files
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise bad(folder, f"deepspeed could not merge the ZeRO checkpoint ({first[:160]})") from None

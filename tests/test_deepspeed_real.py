@@ -1,0 +1,133 @@
+"""DeepSpeed ZeRO folders written by deepspeed's own engine (stage 2 and 3, one CPU process, gloo)
+diff, bit for bit, as the safetensors save of the engine's weights after the step; skipped where
+deepspeed is not installed (tests/test_checkpoint_formats.py checks the one-line refusal then)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import formats
+from typer.testing import CliRunner
+
+from evalkit.checkpoints import open_checkpoint
+from evalkit.diff import DiffOptions, diff_checkpoints
+from evalkit.jsonio import plain_json
+
+deepspeed = pytest.importorskip("deepspeed")
+
+FIGURES = ("updates", "tensors_compared", "missing", "extra", "mismatched", "skipped", "overlap")
+VARIANTS = {"stage2": (2, False), "stage3": (3, False), "openrlhf": (2, True)}
+
+# One process, world size 1: `deepspeed.initialize` (microsoft/DeepSpeed `deepspeed/__init__.py`)
+# with torch's Adam (no compiled CPU Adam), one step, `engine.save_checkpoint` (`runtime/engine.py`:
+# global_step1/, `latest`). The reference is the engine's module state dict after that step
+# (gathered under ZeRO-3), saved with safetensors. "openrlhf": the HF model held as `self.model` of
+# a wrapper module, as OpenRLHF's Actor holds it (saved names `model.model.*`, `model.lm_head.*`).
+BUILD = r"""
+import json, os, socket, sys
+jobs = json.loads(sys.argv[1])
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                  MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+import torch
+import deepspeed
+from deepspeed.runtime.zero.partition_parameters import GatheredParameters
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM
+
+torch.set_num_threads(1)
+# the shared-memory allreduce op is a C++ build (~80 s); one rank has nothing to reduce
+sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+deepspeed.init_distributed(dist_backend="gloo")
+
+
+class Actor(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, **kw):
+        return self.model(**kw)
+
+
+for job in jobs:
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(job["base"], dtype=torch.float32)
+    net = Actor(model) if job["wrap"] else model
+    config = {"train_batch_size": 1, "train_micro_batch_size_per_gpu": 1, "steps_per_print": 10**9,
+              "zero_optimization": {"stage": job["stage"]},
+              "optimizer": {"type": "Adam", "params": {"lr": 1e-3, "torch_adam": True}}}
+    engine, *_ = deepspeed.initialize(model=net, model_parameters=net.parameters(), config=config)
+    ids = torch.randint(4, 90, (2, 12))
+    engine.backward(engine(input_ids=ids, labels=ids).loss)
+    engine.step()
+    engine.save_checkpoint(job["zero"])
+    with GatheredParameters(list(model.parameters()), enabled=job["stage"] == 3):
+        sd = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    save_file(sd, os.path.join(job["st"], "model.safetensors"), metadata={"format": "pt"})
+    print(job["stage"], type(engine.optimizer).__name__, flush=True)
+"""
+
+
+def figures(result) -> str:
+    """Everything a diff measured (not where its inputs were), as exact JSON text
+    (as tests/test_checkpoint_formats.py compares them)."""
+    summary = {k: result.summary.get(k) for k in FIGURES}
+    return json.dumps(plain_json({"summary": summary, "rows": list(result.tensors)}), sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def zero_runs(tiny_model, tmp_path_factory):
+    """{variant: (ZeRO folder, its safetensors equivalent)}, from one deepspeed process."""
+    root = tmp_path_factory.mktemp("zero")
+    runs, jobs = {}, []
+    for name, (stage, wrap) in VARIANTS.items():
+        st = root / name / "safetensors"
+        formats.copy_config(tiny_model, st)
+        runs[name] = (root / name / "ckpt", st)
+        jobs.append({"base": str(tiny_model), "stage": stage, "wrap": wrap, "zero": str(runs[name][0]), "st": str(st)})
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(deepspeed.__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", BUILD, json.dumps(jobs)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines()[-3:] == ["2 DeepSpeedZeroOptimizer", "3 DeepSpeedZeroOptimizer_Stage3",
+                                            "2 DeepSpeedZeroOptimizer"], out.stdout[-2000:]
+    return runs
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("fmt", ["auto", "deepspeed"])
+def test_zero_checkpoint_diffs_as_its_safetensors(tiny_model, zero_runs, variant, fmt):
+    zero, st = zero_runs[variant]
+    assert (zero / "latest").read_text().strip() == "global_step1"
+    reference = diff_checkpoints([str(tiny_model), str(st)], DiffOptions(chunk_elems=1000))
+    got = diff_checkpoints([str(tiny_model), str(zero)], DiffOptions(chunk_elems=1000, format=fmt))
+    assert figures(got) == figures(reference)
+    other = got.summary["inputs"]["other"]
+    assert other["format"] == "deepspeed" and any("fp32 master weights" in n for n in other["notes"])
+    overall = got.summary["updates"]["other"]["overall"]
+    assert got.summary["tensors_compared"] == 21 and overall["changed_bits"] > 0.9 * overall["n"]  # one Adam step
+
+
+def test_zero_names_are_hugging_face_names(tiny_model, zero_runs):
+    want = set(open_checkpoint(str(tiny_model)).tensors)
+    for zero, _ in zero_runs.values():
+        assert set(open_checkpoint(str(zero)).tensors) == want
+
+
+def test_cli_diff_of_a_zero_folder(tiny_model, zero_runs, tmp_path):
+    from evalkit.cli import app
+
+    zero, st = zero_runs["stage3"]
+    res = CliRunner().invoke(app, ["diff", str(tiny_model), str(zero), "--format", "deepspeed", "--out", str(tmp_path / "d")])
+    assert res.exit_code == 0, res.output
+    assert "21 tensors compared" in res.output
+    assert "zero checkpoint" not in res.stdout.lower() and "accelerator" not in res.stdout.lower()  # deepspeed's prints
+    saved = json.loads((tmp_path / "d" / "diff.json").read_text())
+    assert saved["inputs"]["other"]["format"] == "deepspeed"
