@@ -111,3 +111,27 @@ def test_checkpoint_without_config_is_refused_naming_the_fix(trained, tmp_path):
     adapter, _ = formats.save_lora_by_hand(trained, tmp_path / "adapter")
     with pytest.raises(UsageError, match="as BASE\\+ADAPTER"):
         resolve_model(str(adapter))
+
+
+def _interpolate(a, b, out) -> list[tuple]:
+    from evalkit.cli import app
+
+    res = CliRunner().invoke(app, ["interpolate", str(a), str(b), "--task", "arith", "--limit", "2",
+                                   "--max-new-tokens", "4", "--points", "3", "--batch-size", "2",
+                                   "--device", "cpu", "--threads", "1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "interpolate.json").read_text())
+    return [(p["t"], p["accuracy"], p["loss"], p["loss_tokens"]) for p in summary["points"]]
+
+
+def test_interpolate_reads_every_format_as_its_safetensors(tiny_model, trained, variants, tmp_path):
+    """The path from the base to each format's checkpoint is the path to its safetensors twin,
+    point for point (t = 0.5 mixes every tensor the reader streams)."""
+    want = _interpolate(tiny_model, trained, tmp_path / "st")
+    assert len(want) == 3 and want[0][2] != want[2][2]  # the path moves: a reader returning A would show
+    for fmt in ("dcp", "verl", "bin"):
+        assert _interpolate(tiny_model, variants[fmt], tmp_path / fmt) == want, fmt
+    adapter, factors = formats.save_lora_by_hand(tiny_model, tmp_path / "adapter")
+    merged = formats.merged_by_hand(tiny_model, factors, 2.0, tmp_path / "merged")
+    assert _interpolate(tiny_model, f"{tiny_model}+{adapter}", tmp_path / "lora") == \
+        _interpolate(tiny_model, merged, tmp_path / "m")

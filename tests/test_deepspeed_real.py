@@ -131,3 +131,44 @@ def test_cli_diff_of_a_zero_folder(tiny_model, zero_runs, tmp_path):
     assert "zero checkpoint" not in res.stdout.lower() and "accelerator" not in res.stdout.lower()  # deepspeed's prints
     saved = json.loads((tmp_path / "d" / "diff.json").read_text())
     assert saved["inputs"]["other"]["format"] == "deepspeed"
+
+
+def test_a_zero_folder_with_its_config_loads_and_samples_as_its_safetensors(tiny_model, zero_runs, tmp_path):
+    """passk (and every command that loads a model) opens a ZeRO folder with config.json and the
+    tokenizer beside it: the same weights, the same samples as the safetensors save."""
+    import shutil
+
+    import torch
+
+    from evalkit.models import load_model, resolve_model
+
+    zero, st = zero_runs["stage2"]
+    folder = shutil.copytree(zero, tmp_path / "ckpt")
+    formats.copy_config(st, folder)
+    ref = resolve_model(str(folder))
+    assert ref.format == "deepspeed"
+    got, want = (load_model(r)[0].state_dict() for r in (ref, resolve_model(str(st))))
+    assert sorted(got) == sorted(want) and all(torch.equal(got[k], want[k]) for k in want)
+
+    from evalkit.cli import app
+
+    texts = []
+    for name, model in (("zero", folder), ("st", st)):
+        res = CliRunner().invoke(app, ["passk", str(model), "--n", "2", "--k", "1,2", "--limit", "3",
+                                       "--max-new-tokens", "6", "--batch-size", "6", "--device", "cpu",
+                                       "--threads", "1", "--out", str(tmp_path / f"run-{name}")])
+        assert res.exit_code == 0, res.output
+        lines = (tmp_path / f"run-{name}" / "samples.jsonl").read_text().splitlines()
+        texts.append([(s["problem_id"], s["sample_index"], s["completion"]) for s in map(json.loads, lines)])
+    assert texts[0] == texts[1] and len(texts[0]) == 6
+
+    paths = []
+    for name, model in (("zero", folder), ("st", st)):
+        out = tmp_path / f"interp-{name}"
+        res = CliRunner().invoke(app, ["interpolate", str(tiny_model), str(model), "--task", "arith", "--limit", "2",
+                                       "--max-new-tokens", "4", "--points", "3", "--device", "cpu", "--threads", "1",
+                                       "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        summary = json.loads((out / "interpolate.json").read_text())
+        paths.append([(p["t"], p["accuracy"], p["loss"]) for p in summary["points"]])
+    assert paths[0] == paths[1] and paths[0][0][2] != paths[0][2][2]  # the same path from the base, and it moves
