@@ -30,7 +30,9 @@ def study(
 
     if dry_run:
         plan_spec, stages, state = study_plan(spec, out)
-        print_study_plan(plan_spec, stages, [stage_status(out, s, state) for s in stages], out)
+        recorded = state.get("stages", {})
+        print_study_plan(plan_spec, stages, [stage_status(out, s, state) for s in stages], out,
+                         [(recorded.get(s.name) or {}).get("seconds") for s in stages])
         return
     state = run_study(spec, out, only=only,
                       on_stage=lambda name, status: console.print(f"[bold]{name}[/bold]: {status}"))

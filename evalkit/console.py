@@ -443,9 +443,10 @@ def _print_kl(kl: dict | None) -> None:
 # ---------------------------------------------------------------- study
 
 
-def print_study_plan(spec, stages, statuses: list[str], out: Path) -> None:
+def print_study_plan(spec, stages, statuses: list[str], out: Path, seconds: list[float | None] | None = None) -> None:
     """The methods with their steps and budgets, then the stages in order, their folders, what
-    they read, estimated tokens, and their status."""
+    they read, estimated tokens, and their status; with `seconds` (each stage's recorded time),
+    how far the study is (`plan_progress`)."""
     budget = spec.budget
     console.print(f"[bold]{spec.title}[/bold]: base {spec.base_model}, {len(spec.methods)} methods, budget "
                   f"{budget['per_method']} {budget['unit']} each")
@@ -468,6 +469,42 @@ def print_study_plan(spec, stages, statuses: list[str], out: Path) -> None:
                       else "-", status)
     console.print(table)
     console.print(f"estimated generated tokens: {sum(s.tokens for s in stages):,}")
+    if seconds is not None:
+        console.print(plan_progress(stages, statuses, seconds))
+
+
+def plan_progress(stages, statuses: list[str], seconds: list[float | None]) -> str:
+    """How far a study is: stages done, estimated tokens left, and the stage time left: each stage
+    to run at the rate its kind's done stages generated their estimated tokens (a kind is the name's
+    first word: `passk-nucleus-es-s1` as `passk-base` and `passk-es-s0` did; a kind with none done
+    at all done stages' rate), from the
+    fastest of them to their pooled rate. An estimate of an estimate: the tokens are maxima, the
+    times this machine's as it was shared (a paused or crowded stage is slow)."""
+    def kind(name: str) -> str:  # passk-nucleus-es-s1 -> passk, train-es-grpo-s2 -> train
+        return name.split("-")[0]
+
+    done = [i for i, status in enumerate(statuses) if status == "done"]
+    todo = [i for i, status in enumerate(statuses) if status != "done"]
+    left = sum(stages[i].tokens for i in todo)
+    line = f"done: {len(done)} of {len(stages)} stages; estimated tokens left: {left:,}"
+    measured = [(kind(stages[i].name), stages[i].tokens, seconds[i]) for i in done
+                if stages[i].tokens and seconds[i]]
+    if not measured or not left:
+        return line
+    pooled, fastest = {}, {}
+    for k in {m[0] for m in measured}:
+        rows = [m for m in measured if m[0] == k]
+        pooled[k] = sum(r[1] for r in rows) / sum(r[2] for r in rows)
+        fastest[k] = max(r[1] / r[2] for r in rows)
+    overall = sum(m[1] for m in measured) / sum(m[2] for m in measured)
+
+    def hours(rates: dict) -> float:
+        return sum(stages[i].tokens / rates.get(kind(stages[i].name), overall) for i in todo if stages[i].tokens) / 3600
+
+    low, high = hours(fastest), hours(pooled)
+    span = f"about {high:.1f} h" if high - low < 0.05 else f"{low:.1f} to {high:.1f} h"
+    return line + (f"; {span} of stage time left (at the fastest done stage of each kind, and at their "
+                   "pooled rate)")
 
 
 # ---------------------------------------------------------------- traces, tokens

@@ -446,3 +446,21 @@ def test_the_committed_study_is_still_done_under_this_evalkit():
     _, stages, state = study_plan(STUDIES / "seed-cpu.toml", root)
     states = {stage.name: stage_status(root, stage, state) for stage in stages}
     assert set(states.values()) == {"done"}, {k: v for k, v in states.items() if v != "done"}
+
+
+def test_dry_run_says_how_far_the_study_is_and_the_time_left_from_the_done_stages():
+    from types import SimpleNamespace as S
+
+    from evalkit.console import plan_progress
+
+    stages = [S(name="splits", tokens=0), S(name="passk-base", tokens=10**6), S(name="passk-nucleus-base", tokens=10**6),
+              S(name="train-es-s0", tokens=5 * 10**5), S(name="passk-es-s0", tokens=2 * 10**6),
+              S(name="train-grpo-s0", tokens=5 * 10**5), S(name="report", tokens=0)]
+    statuses = ["done", "done", "done", "done", "to run", "interrupted", "to run"]
+    seconds = [0.0, 1000.0, 4000.0, 5000.0, None, 300.0, None]
+    line = plan_progress(stages, statuses, seconds)
+    # passk ran at 1000/s (the fastest) and 2e6 / 5000 = 400/s (pooled), train at 100/s: what is left
+    # takes 2e6 / 1000 + 5e5 / 100 = 7000 s at the fastest, 2e6 / 400 + 5e5 / 100 = 10000 s pooled
+    assert line == ("done: 4 of 7 stages; estimated tokens left: 2,500,000; 1.9 to 2.8 h of stage time left (at "
+                    "the fastest done stage of each kind, and at their pooled rate)")
+    assert plan_progress(stages, ["to run"] * 7, [None] * 7) == "done: 0 of 7 stages; estimated tokens left: 5,000,000"
