@@ -70,8 +70,11 @@ def recompute(root: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
     if len(args) != 2:
-        print(__doc__.strip().splitlines()[0] + "\nusage: python -m analyses.recompute STUDY_FOLDER PATH", file=sys.stderr)
+        print("usage: python -m analyses.recompute STUDY_FOLDER PATH (see --help)", file=sys.stderr)
         return 2
     root, path = Path(args[0]), args[1]
     findings = root / "findings" / "findings.json"

@@ -230,3 +230,4 @@ def test_a_figure_of_findings_json_is_recomputed_from_the_samples(tmp_path, caps
     assert main([str(tmp_path), path]) == 1 and "DIFFER" in capsys.readouterr().err
     assert main([str(tmp_path), "figures/no-such-block"]) == 2
     assert main([str(tmp_path / "elsewhere"), path]) == 2
+    assert main([str(tmp_path)]) == 2 and main(["--help"]) == 0 and "claims/coverage/verdict" in capsys.readouterr().out
