@@ -9,7 +9,8 @@ The path walks findings.json by keys separated by "/" (a claim by its `claim` na
 figures are computed again by analyses.study_seeded from the study's files (samples.jsonl of
 every passk and curve run, the trainers' logs, diff.json, forgetting's items), and the claims by
 analyses.study_findings' rules; nothing is read from findings.json but the value to compare.
-Exit 0 when the two agree (numbers to 1e-9), 1 when they differ, 2 for a path that is not there.
+Exit 0 when the two agree (numbers to 1e-9), 1 when they differ (a path the recomputed findings
+lack included), 2 for a path findings.json lacks, 3 when the recomputation itself fails.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def lookup(tree, path: str):
 
 
 def agree(a, b, tol: float = 1e-9) -> bool:
-    """Equal as JSON, numbers within `tol` (None and NaN alike)."""
+    """Equal as JSON, numbers within `tol` (NaN equals NaN; findings.json holds no NaN: None)."""
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(agree(a[k], b[k], tol) for k in a)
     if isinstance(a, list) and isinstance(b, list):
@@ -87,7 +88,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyError as exc:
         print(f"error: {path}: no key {exc} in {findings}", file=sys.stderr)
         return 2
-    now = lookup(recompute(root), path)
+    try:
+        fresh = recompute(root)
+    except Exception as exc:  # a run the figures need is missing or unreadable: not a disagreement
+        print(f"error: recomputing {root}'s figures failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
+    try:
+        now = lookup(fresh, path)
+    except KeyError:
+        now = "<not in the recomputed findings>"
     print(json.dumps({"path": path, "findings.json": was, "recomputed": now}, indent=1))
     same = agree(was, now)
     print("agree" if same else "DIFFER", file=sys.stderr)

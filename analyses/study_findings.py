@@ -476,8 +476,10 @@ def _coverage_claim(f: dict) -> dict:
     kind = "passk-nucleus" if "passk-nucleus" in rows else "passk" if "passk" in rows else None
     main = rows.get(kind) or {}
     verdict, rule = coverage_verdict(main.get("es - grpo"), main.get("grpo - base"), main.get("es - base"))
-    verdict = verdict, rule + ("; decided at the literature's setting (passk-nucleus: T 0.6, top-p 0.95), the "
-                               "T = 1 verdict beside it" if kind == "passk-nucleus" else "")
+    s = main.get("sampling") or {}
+    verdict = verdict, rule + (f"; decided at the literature's setting (passk-nucleus: T {s.get('temperature')}, "
+                               f"top-p {s.get('top_p')}), the other setting's verdict beside it"
+                               if kind == "passk-nucleus" else "")
     return _claim("coverage", "ES keeps pass@k at large k where GRPO narrows it", verdict, main.get("es - grpo"),
                   setting=kind, settings=rows, unit="pass@k minus its placebo floor, at the largest k where the "
                                                    "base clears its floor")

@@ -8,7 +8,9 @@ passk-nucleus/), the curve runs at every saved checkpoint (curves/), sparsity/, 
 forgetting/. Intervals are the two-level bootstrap over seeds, then problems (metrics.seeds,
 2000 replicates, seed 0); "per_seed" lists each seed's own figure. A difference between two
 arms (ES - GRPO) resamples each arm's seeds apart (two-sample, `_apart`): seed s of ES and seed s
-of GRPO are separate runs, no pair; "per_seed_each" lists each arm's own seeds.
+of GRPO are separate runs, no pair; "per_seed_each" lists each arm's own seeds. ES-then-GRPO is
+paired with ES and with GRPO by seed: its seed s repeats ES seed s's first iterations exactly and
+draws GRPO seed s's prompts.
 
 Each pass@k figure has its chance floor beside it (metrics.placebo: every completion scored
 against the answers of the other problems, same counts). "Above the floor" is pass@k minus
@@ -379,7 +381,9 @@ def _sequence(study: Study) -> dict | None:
     seq, es, grpo = pass1("es-grpo"), pass1("es"), pass1("grpo")
     if seq is None or es is None or grpo is None:
         return None
-    out = {"es-grpo - es": _apart(seq, es, ("es-grpo", "es")), "es-grpo - grpo": _apart(seq, grpo, ("es-grpo", "grpo")),
+    # paired by seed: ES-then-GRPO's seed s runs ES seed s's first iterations exactly (same seed,
+    # same options) and GRPO seed s's prompt stream; ES and GRPO themselves share nothing (`_apart`)
+    out = {"es-grpo - es": _interval(seq - es), "es-grpo - grpo": _interval(seq - grpo),
            "pass@1": {m: float(x.mean()) for m, x in (("es-grpo", seq), ("es", es), ("grpo", grpo))}}
     control = _control(study)
     if control is not None:
@@ -401,7 +405,7 @@ def _control(study: Study) -> dict | None:
         rows_seq.append(study.table(study.run(mine["run"]), [1])["pass"][:, 0])
         rows_ctl.append(study.table(study.run(ctl["run"]), [1])["pass"][:, 0])
         steps.append(pick["step"])
-    row = _apart(np.stack(rows_seq), np.stack(rows_ctl), ("es-grpo", "grpo control"))
+    row = _interval(np.stack(rows_seq) - np.stack(rows_ctl))  # paired by seed, as in _sequence
     row["grpo_steps"] = steps
     row["settings"] = "curve runs (evaluations.curves): ES-then-GRPO's pick and GRPO at the same GRPO step"
     return row
@@ -450,16 +454,18 @@ def _items(path: Path) -> list[dict]:
 def _chance(bench: dict, root: Path) -> float | None:
     """Multiple choice: the mean of 1 / choices over the file's items (None for generation).
 
-    The file is the one forgetting read (its sha256 checked), found where its recorded path
-    points from the working folder or from any folder above the study (a path relative to the
-    repository the study ran in); a file not found is an error, not a silent chance of 0."""
+    The file is the one forgetting read (its sha256 checked): at its recorded (absolute) path, or,
+    in another checkout or machine, at any tail of that path under a folder above the study
+    (`.../studies/data/facts-mc.jsonl` beside `.../results/study-v2`); a file not found is an
+    error, not a silent chance of 0."""
     import hashlib
 
     source = bench.get("source") or {}
     if bench.get("kind") != "mc":
         return None
     recorded = Path(str(source.get("source")))
-    places = [recorded] if recorded.is_absolute() else [recorded, *(p / recorded for p in Path(root).resolve().parents)]
+    tails = [Path(*recorded.parts[i:]) for i in range(1 if recorded.is_absolute() else 0, len(recorded.parts))]
+    places = [recorded, *(p / tail for p in Path(root).resolve().parents for tail in tails)]
     for path in places:
         if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == source.get("source_sha256"):
             rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]

@@ -7,6 +7,8 @@ Every number here is a field of findings.json (same folder); the table names say
 
 from __future__ import annotations
 
+import shlex
+
 __all__ = ["seeded_markdown", "ci", "num", "seeds_text"]
 
 
@@ -42,7 +44,7 @@ def seeded_markdown(result: dict, root: str = "STUDY") -> str:
     for c in result["claims"]:
         verdict = c["verdict"] + (f" (detectable +-{c['detectable']:.3f})" if c.get("detectable") else "")
         lines.append(f"| {c['statement']} | {_figures(c)} | {verdict} | "
-                     f"`python -m analyses.recompute {root} claims/{c['claim']}` |")
+                     f"`python -m analyses.recompute {shlex.quote(root)} claims/{c['claim']}` |")
     lines += ["", "Verdict rules:", *[f"- {c['claim']}: {c['rule']}" for c in result["claims"]]]
     lines += _checks(f) + _coverage_tables(f) + _narrowing_tables(f) + _stopping_table(f) + _budget_table(f)
     return "\n".join(lines) + "\n"
@@ -72,7 +74,9 @@ def _sparsity_text(c: dict) -> str:
     bf16 = c.get("bf16") or {}
     if {"es", "grpo"} <= set(bf16):
         parts.append(f"bf16-trained runs: ES changes {bf16['es']['changed_frac_bits']:.1%} of bf16 weights, GRPO "
-                     f"{bf16['grpo']['changed_frac_bits']:.1%}")
+                     f"{bf16['grpo']['changed_frac_bits']:.1%}"
+                     + ("" if all(bf16[m]["changed_frac_bits"] for m in ("es", "grpo")) else
+                        " (an update that rounds to nothing in bf16: sparsity not tested)"))
     for seed, row in (c.get("matched") or {}).items():
         m = row["matched"]
         if m is None:

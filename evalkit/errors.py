@@ -19,6 +19,9 @@ class Terminated(KeyboardInterrupt):
     before the exit. A second SIGTERM during that ends the process at once."""
 
 
+_UNSET = object()
+
+
 def _terminate(signum, frame):
     import signal
 
@@ -42,7 +45,9 @@ def handle_errors(fn):
         try:
             previous = signal.signal(signal.SIGTERM, _terminate)
         except ValueError:  # not the main thread (a command called from a test's thread): left as it is
-            previous = None
+            previous = _UNSET
+        if previous is signal.SIG_IGN:  # whoever started us wants SIGTERM ignored: so be it
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("always", StaleGrades)
@@ -56,7 +61,7 @@ def handle_errors(fn):
             typer.echo(f"\n{word}: results written so far are kept; rerun the same command to resume", err=True)
             raise typer.Exit(code) from None
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+            if previous is not _UNSET:  # None: a handler not set from Python, put back as the default
+                signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
     return wrapper

@@ -197,10 +197,15 @@ def test_the_chance_level_reads_the_recorded_file_from_above_the_study_wherever_
     mc.write_text("".join(json.dumps(r) + "\n" for r in rows))
     root = tmp_path / "repo" / "results" / "study"
     root.mkdir(parents=True)
-    monkeypatch.chdir(tmp_path)  # not the repository: the recorded relative path does not resolve from here
-    bench = {"benchmark": "mc", "kind": "mc", "source": {"source": "studies/data/mc.jsonl", "items": 2,
-                                                         "source_sha256": hashlib.sha256(mc.read_bytes()).hexdigest()}}
+    monkeypatch.chdir(tmp_path)
+    digest = hashlib.sha256(mc.read_bytes()).hexdigest()
+    # forgetting records the absolute path it read; the study was made in another checkout
+    bench = {"benchmark": "mc", "kind": "mc", "source": {"source": "/elsewhere/main/studies/data/mc.jsonl",
+                                                         "items": 2, "source_sha256": digest}}
     assert _chance(bench, root) == pytest.approx((1 / 4 + 1 / 2) / 2)
+    bench["source"]["source"] = str(mc)  # where it was read
+    assert _chance(bench, root) == pytest.approx((1 / 4 + 1 / 2) / 2)
+    bench["source"]["source"] = "/elsewhere/main/studies/data/mc.jsonl"
     assert _chance({"kind": "generation"}, root) is None
     bench["source"]["source_sha256"] = "0" * 64  # another file of that name
     with pytest.raises(ValueError, match="not found"):
@@ -231,3 +236,5 @@ def test_a_figure_of_findings_json_is_recomputed_from_the_samples(tmp_path, caps
     assert main([str(tmp_path), "figures/no-such-block"]) == 2
     assert main([str(tmp_path / "elsewhere"), path]) == 2
     assert main([str(tmp_path)]) == 2 and main(["--help"]) == 0 and "claims/coverage/verdict" in capsys.readouterr().out
+    (tmp_path / "passk" / "base" / "samples.jsonl").unlink()  # a run the figures read is gone: not "differ"
+    assert main([str(tmp_path), path]) == 3 and "recomputing" in capsys.readouterr().err

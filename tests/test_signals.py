@@ -66,3 +66,17 @@ def test_a_terminated_study_records_the_stage_as_interrupted_with_its_time(tmp_p
     recorded = json.loads((out / study.STUDY_FILE).read_text())["stages"]
     assert recorded["first"]["status"] == "done"
     assert recorded["second"]["status"] == "interrupted" and recorded["second"]["seconds"] >= 0.2
+
+
+def test_a_sigterm_ignored_by_whoever_started_evalkit_stays_ignored():
+    def body():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # nothing arrives: the command goes on and ends normally
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        result = runner.invoke(_app(body), ["run"])
+        assert result.exit_code == 0, result.output
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -41,7 +41,7 @@ def _names(o: Output) -> tuple[str, str]:
     while shared < min(len(a), len(b)) - 1 and a[shared] == b[shared]:
         shared += 1
     keep = max(max(len(a), len(b)) - shared, 2)
-    return "/".join(a[-keep:]), "/".join(b[-keep:])
+    return str(Path(*a[-keep:])), str(Path(*b[-keep:]))
 
 
 def _series(o: Output, key: str) -> list[dict]:

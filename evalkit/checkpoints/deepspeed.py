@@ -30,8 +30,9 @@ NOTE = ("DeepSpeed ZeRO: the fp32 master weights (deepspeed's get_fp32_state_dic
 @contextlib.contextmanager
 def _quiet():
     """deepspeed's import and merger print ("Processing zero checkpoint ...", "Setting accelerator
-    to CPU") to stdout, where evalkit's tables and `--json` go: their prints go to stderr, and
-    its logger (a handler bound to stdout, deepspeed/utils/logging.py) shows errors only."""
+    to CPU") to stdout, where evalkit's tables go: while they run, prints go to stderr, and its
+    logger (a handler bound to the stdout of its import, deepspeed/utils/logging.py) is held at
+    ERROR once it exists; lines it logs while being imported go to stderr too."""
     logger = logging.getLogger("DeepSpeed")
     level = logger.level
     logger.setLevel(logging.ERROR)
