@@ -73,6 +73,8 @@ def style(i: int) -> dict:
 def _draw_lines(ax, series: Sequence[dict], log2x: bool) -> None:
     for i, s in enumerate(series):
         st = style(s.get("style", i))
+        if s.get("floor"):  # a chance floor beside its curve: the curve's colour, dotted, thin
+            st.update(linestyle=(0, (1, 2)), linewidth=1.2, markersize=3)
         if len(s["x"]) > 30:  # a dense curve: markers every tenth point keep the styles apart
             st["markevery"] = max(1, len(s["x"]) // 10)
         ax.plot(s["x"], s["y"], label=s["label"], **st)
@@ -102,7 +104,8 @@ def _wide_range(series: Sequence[dict]) -> bool:
 def line_chart(series: Sequence[dict], *, xlabel: str, ylabel: str, title: str = "",
                log2x: bool = False, marks: Sequence[dict] = (), ylim=None,
                width: float = 7.0, height: float = 4.0) -> bytes:
-    """Lines (x, y, label; optional low/high band, hline, style index); `marks` are
+    """Lines (x, y, label; optional low/high band, hline, style index, `floor`: drawn dotted as
+    the chance floor of the curve of the same style); `marks` are
     vertical dotted lines {x, text} (e.g. where two curves cross)."""
     fig = _figure(width, height)
     ax = fig.add_subplot()

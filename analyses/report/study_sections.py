@@ -51,7 +51,7 @@ def _coverage(kind: str, cov: dict, narrowing: dict) -> Section:
         p, fl = curve["pass"], curve["placebo"]
         series.append({"label": name, "x": ks, "y": p["estimate"], "low": p["ci_low"], "high": p["ci_high"],
                        "style": i})
-        series.append({"label": f"{name}: placebo floor", "x": ks, "y": fl["estimate"], "style": i})
+        series.append({"label": f"{name}: placebo floor", "x": ks, "y": fl["estimate"], "style": i, "floor": True})
     fig = Figure(f"study_passk_{kind}", f"pass@k at the picked checkpoints with each one's placebo floor (every "
                  f"completion scored against another problem's answer), T {s['temperature']}, top-p {s['top_p']}, "
                  f"n {s['n']}; bands: two-level 95% intervals", F.line_chart(series, xlabel="k", ylabel="pass@k",
@@ -102,12 +102,12 @@ def _curves(f: dict) -> Section | None:
             if key == f"pass@{k}":
                 pts = sorted(curves[m], key=lambda p: p["completions"])
                 series.append({"label": "_floor", "x": [p["completions"] for p in pts],
-                               "y": [p[f"placebo@{k}"] for p in pts], "style": i})
+                               "y": [p[f"placebo@{k}"] for p in pts], "style": i, "floor": True})
         panels.append({"series": series, "xlabel": "completions spent in training", "ylabel": label})
     for m in f["methods"]:
         rows += [{"arm": m, **{c: p[c] for c in ("seed", "trainer", "step", "completions", "pass@1", f"pass@{k}",
                                                  f"placebo@{k}", "entropy", "run")}} for p in curves.get(m, [])]
-    fig = Figure("study_curves", f"Held-out pass@1, pass@{k} (with its placebo floor, unlabelled lines) and token "
+    fig = Figure("study_curves", f"Held-out pass@1, pass@{k} (with its placebo floor, dotted) and token "
                  "entropy at every saved checkpoint, one line per seed, x = completions the arm had spent "
                  "(ES-then-GRPO: its ES stage, then GRPO)", F.panels(panels, height=8.0))
     return Section("study-curves", "Curves over training", (fig, Table("study_curves", "Every saved checkpoint",
