@@ -238,3 +238,23 @@ def test_a_figure_of_findings_json_is_recomputed_from_the_samples(tmp_path, caps
     assert main([str(tmp_path)]) == 2 and main(["--help"]) == 0 and "claims/coverage/verdict" in capsys.readouterr().out
     (tmp_path / "passk" / "base" / "samples.jsonl").unlink()  # a run the figures read is gone: not "differ"
     assert main([str(tmp_path), path]) == 3 and "recomputing" in capsys.readouterr().err
+
+
+def test_coverage_claim_reads_the_largest_k_above_the_floor_at_the_deciding_setting():
+    from analyses.study_findings import _coverage_claim
+
+    def setting(temperature, top_p, es_grpo):
+        floor = {"estimate": [0.01, 0.05]}
+        return {"ks": [1, 4], "k_clear": 4, "sampling": {"temperature": temperature, "top_p": top_p, "n": 8},
+                "base": {"placebo": floor}, "arms": {"es": {"placebo": {"estimate": [0.02, 0.07]}},
+                                                     "grpo": {"placebo": floor}},
+                "differences": {"es - grpo": {1: DOWN, 4: es_grpo}, "grpo - base": {1: UP, 4: DOWN},
+                                "es - base": {1: UP, 4: ZERO}}}
+
+    claim = _coverage_claim({"coverage": {"passk": setting(1.0, 1.0, DOWN), "passk-nucleus": setting(0.6, 0.95, UP)}})
+    assert claim["setting"] == "passk-nucleus" and claim["verdict"] == "supported"  # k = 4 decides, not k = 1
+    assert claim["settings"]["passk"]["verdict"] == "contradicted"  # the other setting, beside it
+    assert claim["settings"]["passk-nucleus"]["placebo_floor"] == {"base": 0.05, "es": 0.07, "grpo": 0.05}
+    assert "T 0.6, top-p 0.95" in claim["rule"]
+    alone = _coverage_claim({"coverage": {"passk": {**setting(1.0, 1.0, ZERO), "k_clear": None}}})
+    assert alone["verdict"] == "not tested" and alone["settings"]["passk"]["placebo_floor"] is None
