@@ -105,11 +105,17 @@ class Study:
         n = np.array([len(groups[p]) for p in self.problems])
         c = np.array([int(groups[p]["correct"].sum()) for p in self.problems])
         own = [answer_key(self.answers[p]) for p in self.problems]
-        tokens = [groups[p]["num_tokens"].to_numpy(float) for p in self.problems]
-        entropy = np.array([float(np.nansum(groups[p]["mean_entropy"].to_numpy(float) * t) / t.sum()) if t.sum()
-                            else np.nan for p, t in zip(self.problems, tokens, strict=True)])
+        entropy = np.array([_token_weighted(groups[p]["mean_entropy"].to_numpy(float),
+                                            groups[p]["num_tokens"].to_numpy(float)) for p in self.problems])
         return {"n": n, "c": c, "pass": per_problem_passk(n, c, ks), "placebo": placebo_passk(keys, own, ks),
                 "entropy": entropy, "keys": keys, "own": own}
+
+
+def _token_weighted(entropy: np.ndarray, tokens: np.ndarray) -> float:
+    """Mean entropy per generated token over the samples that have one (a sample without an
+    entropy, or with no tokens, adds nothing to either sum)."""
+    known = np.isfinite(entropy) & (tokens > 0)
+    return float((entropy[known] * tokens[known]).sum() / tokens[known].sum()) if known.any() else float("nan")
 
 
 def seeded_figures(root: Path) -> dict:

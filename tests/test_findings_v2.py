@@ -258,3 +258,13 @@ def test_coverage_claim_reads_the_largest_k_above_the_floor_at_the_deciding_sett
     assert "T 0.6, top-p 0.95" in claim["rule"]
     alone = _coverage_claim({"coverage": {"passk": {**setting(1.0, 1.0, ZERO), "k_clear": None}}})
     assert alone["verdict"] == "not tested" and alone["settings"]["passk"]["placebo_floor"] is None
+
+
+def test_entropy_per_token_counts_only_the_samples_that_have_one():
+    import numpy as np
+
+    from analyses.study_seeded import _token_weighted
+
+    assert _token_weighted(np.array([1.0, 3.0]), np.array([1.0, 3.0])) == 2.5
+    assert _token_weighted(np.array([1.0, np.nan]), np.array([1.0, 3.0])) == 1.0  # was 1 / 4 of the tokens
+    assert np.isnan(_token_weighted(np.array([np.nan]), np.array([2.0])))
