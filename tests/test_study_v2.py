@@ -110,3 +110,18 @@ def test_the_smoke_v2_study_runs_every_stage_on_a_tiny_model(tmp_path, tiny_mode
     assert "Between two checkpoints" in (out / "report" / "index.html").read_text()
     again = run_study(path, out)  # everything done: nothing reruns
     assert again["stages"]["train-es-s0"]["seconds"] == state["stages"]["train-es-s0"]["seconds"]
+
+
+def test_the_budget_counts_every_group_dynamic_sampling_drew(tmp_path):
+    from types import SimpleNamespace as S
+
+    from evalkit.study.seeded import _budget
+
+    grpo = S(kind="grpo", opts=S(group_size=4, completions_per_unit=lambda: 8))  # 2 prompts x 4 per step
+    (tmp_path / "metrics.jsonl").write_text(
+        json.dumps({"step": 1, "groups_sampled": 2, "completions/mean_length": 10.0}) + "\n"
+        + json.dumps({"step": 2, "groups_sampled": 5, "completions/mean_length": 6.0}) + "\n")  # 3 rounds
+    assert _budget(tmp_path, (grpo,)) == {"completions": 8 + 20, "tokens": 80 + 120}
+    es = S(kind="es", opts=S(completions_per_unit=lambda: 16))
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "completions/mean_length": 2.5}) + "\n")
+    assert _budget(tmp_path, (es,)) == {"completions": 16, "tokens": 40}

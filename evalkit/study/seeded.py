@@ -209,7 +209,9 @@ def arm_checkpoints(folder: Path, trainers, root: Path) -> list[dict]:
 
 def _budget(folder: Path, trainers) -> dict:
     """What the arm spent, measured from its logs: completions, generated tokens and the
-    trainers' own seconds (metrics.jsonl `completions/mean_length` x completions per update)."""
+    trainers' own seconds (metrics.jsonl `completions/mean_length` x the completions of the
+    update: GRPO's `groups_sampled` x `group_size`, every sampling round of dynamic sampling
+    included, else the trainer's completions per update)."""
     completions = tokens = 0
     for t in trainers:
         sub = folder / t.kind if len(trainers) > 1 else folder
@@ -217,8 +219,11 @@ def _budget(folder: Path, trainers) -> dict:
         for line in (sub / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
             if line.strip():
                 record = json.loads(line)
-                completions += per
-                tokens += per * float(record.get("completions/mean_length") or 0.0)
+                drawn = per
+                if "groups_sampled" in record and hasattr(t.opts, "group_size"):
+                    drawn = int(record["groups_sampled"]) * t.opts.group_size
+                completions += drawn
+                tokens += drawn * float(record.get("completions/mean_length") or 0.0)
     return {"completions": completions, "tokens": round(tokens)}
 
 
