@@ -220,7 +220,7 @@ def _budget(folder: Path, trainers) -> dict:
             if line.strip():
                 record = json.loads(line)
                 drawn = per
-                if "groups_sampled" in record and hasattr(t.opts, "group_size"):
+                if "groups_sampled" in record and t.kind == "grpo":
                     drawn = int(record["groups_sampled"]) * t.opts.group_size
                 completions += drawn
                 tokens += drawn * float(record.get("completions/mean_length") or 0.0)
