@@ -11,16 +11,6 @@ from typer.testing import CliRunner
 from evalkit.checkpoints import open_checkpoint
 from evalkit.diff import DiffOptions, diff_checkpoints
 from evalkit.errors import UsageError
-from evalkit.jsonio import plain_json
-
-FIGURES = ("updates", "tensors_compared", "missing", "extra", "mismatched", "skipped", "overlap")
-
-
-def figures(result) -> str:
-    """Everything a diff measured (not where its inputs were), as exact JSON text."""
-    summary = {k: result.summary.get(k) for k in FIGURES}
-    rows = [{k: v for k, v in r.items()} for r in result.tensors]
-    return json.dumps(plain_json({"summary": summary, "rows": rows}), sort_keys=True)
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +20,12 @@ def trained(tiny_model, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(tiny_model, trained):
-    return figures(diff_checkpoints([str(tiny_model), str(trained)], DiffOptions(chunk_elems=1000)))
+    return formats.diff_figures(diff_checkpoints([str(tiny_model), str(trained)], DiffOptions(chunk_elems=1000)))
 
 
 def _same(tiny_model, other, reference, **opts):
     got = diff_checkpoints([str(tiny_model), str(other)], DiffOptions(chunk_elems=1000, **opts))
-    assert figures(got) == reference
+    assert formats.diff_figures(got) == reference
     return got
 
 

@@ -14,11 +14,9 @@ from typer.testing import CliRunner
 
 from evalkit.checkpoints import open_checkpoint
 from evalkit.diff import DiffOptions, diff_checkpoints
-from evalkit.jsonio import plain_json
 
 deepspeed = pytest.importorskip("deepspeed")
 
-FIGURES = ("updates", "tensors_compared", "missing", "extra", "mismatched", "skipped", "overlap")
 VARIANTS = {"stage2": (2, False), "stage3": (3, False), "openrlhf": (2, True)}
 
 # One process, world size 1: `deepspeed.initialize` (microsoft/DeepSpeed `deepspeed/__init__.py`)
@@ -74,13 +72,6 @@ for job in jobs:
 """
 
 
-def figures(result) -> str:
-    """Everything a diff measured (not where its inputs were), as exact JSON text
-    (as tests/test_checkpoint_formats.py compares them)."""
-    summary = {k: result.summary.get(k) for k in FIGURES}
-    return json.dumps(plain_json({"summary": summary, "rows": list(result.tensors)}), sort_keys=True)
-
-
 @pytest.fixture(scope="module")
 def zero_runs(tiny_model, tmp_path_factory):
     """{variant: (ZeRO folder, its safetensors equivalent)}, from one deepspeed process."""
@@ -108,7 +99,7 @@ def test_zero_checkpoint_diffs_as_its_safetensors(tiny_model, zero_runs, variant
     assert (zero / "latest").read_text().strip() == "global_step1"
     reference = diff_checkpoints([str(tiny_model), str(st)], DiffOptions(chunk_elems=1000))
     got = diff_checkpoints([str(tiny_model), str(zero)], DiffOptions(chunk_elems=1000, format=fmt))
-    assert figures(got) == figures(reference)
+    assert formats.diff_figures(got) == formats.diff_figures(reference)
     other = got.summary["inputs"]["other"]
     assert other["format"] == "deepspeed" and any("fp32 master weights" in n for n in other["notes"])
     overall = got.summary["updates"]["other"]["overall"]

@@ -19,6 +19,16 @@ import sys
 from pathlib import Path
 
 LORA_TARGETS = ("q_proj", "v_proj")
+DIFF_FIGURES = ("updates", "tensors_compared", "missing", "extra", "mismatched", "skipped", "overlap")
+
+
+def diff_figures(result) -> str:
+    """Everything a diff measured (not where its inputs were), as exact JSON text: two
+    checkpoints read alike give the same string."""
+    from evalkit.jsonio import plain_json
+
+    summary = {k: result.summary.get(k) for k in DIFF_FIGURES}
+    return json.dumps(plain_json({"summary": summary, "rows": list(result.tensors)}), sort_keys=True)
 
 
 def load_sd(folder: Path) -> dict:
