@@ -26,13 +26,18 @@ def study(
     Example: evalkit study studies/smoke.toml --out runs/smoke   (then: evalkit study ... --dry-run)
     """
     from evalkit.console import console, print_study_plan
-    from evalkit.study import run_study, stage_status, study_plan
+    from evalkit.study import pending_remakes, run_study, stage_status, study_plan
 
     if dry_run:
         plan_spec, stages, state = study_plan(spec, out)
         recorded = state.get("stages", {})
         print_study_plan(plan_spec, stages, [stage_status(out, s, state) for s in stages], out,
                          [(recorded.get(s.name) or {}).get("seconds") for s in stages])
+        again = pending_remakes(out, stages, state)
+        if again:
+            console.print(f"checkpoints not in {out}, trained again (and checked against weights.sha256) before "
+                          f"the stages that load them: {', '.join(again)}; about "
+                          f"{sum(recorded[n].get('seconds') or 0 for n in again) / 3600:.1f} h at their first runs' times")
         return
     state = run_study(spec, out, only=only,
                       on_stage=lambda name, status: console.print(f"[bold]{name}[/bold]: {status}"))

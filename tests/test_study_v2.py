@@ -85,15 +85,20 @@ def test_a_study_without_seeds_keeps_its_one_run_plan():
     assert names[:4] == ["heldout", "train-es", "train-grpo", "train-es-grpo"] and "splits" not in names
 
 
+def _smoke(tmp_path: Path, model) -> Path:
+    """studies/smoke-v2.toml on this model, its facts file by absolute path."""
+    text = (STUDIES / "smoke-v2.toml").read_text().replace('base_model = "smollm2-135m"', f'base_model = "{model}"')
+    text = text.replace('"studies/data/facts-mc.jsonl"', f'"{STUDIES / "data" / "facts-mc.jsonl"}"')
+    path = tmp_path / "smoke-v2.toml"
+    path.write_text(text)
+    return path
+
+
 @pytest.mark.slow
 def test_the_smoke_v2_study_runs_every_stage_on_a_tiny_model(tmp_path, tiny_model):
     from evalkit.study import run_study
 
-    text = (STUDIES / "smoke-v2.toml").read_text().replace('base_model = "smollm2-135m"',
-                                                            f'base_model = "{tiny_model}"')
-    text = text.replace('"studies/data/facts-mc.jsonl"', f'"{STUDIES / "data" / "facts-mc.jsonl"}"')
-    path = tmp_path / "smoke-v2.toml"
-    path.write_text(text)
+    path = _smoke(tmp_path, tiny_model)
     state = run_study(path, tmp_path / "out")
     assert {s["status"] for s in state["stages"].values()} == {"done"}
     out = tmp_path / "out"
@@ -125,3 +130,41 @@ def test_the_budget_counts_every_group_dynamic_sampling_drew(tmp_path):
     es = S(kind="es", opts=S(completions_per_unit=lambda: 16))
     (tmp_path / "metrics.jsonl").write_text(json.dumps({"step": 1, "completions/mean_length": 2.5}) + "\n")
     assert _budget(tmp_path, (es,)) == {"completions": 16, "tokens": 40}
+
+
+@pytest.mark.slow
+def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_bytes(tmp_path, tiny_model):
+    import shutil
+
+    from evalkit.errors import UsageError
+    from evalkit.study import pending_remakes, run_study, study_plan
+    from evalkit.study.weights import SUMS_FILE, read_sums
+
+    path, out = _smoke(tmp_path, tiny_model), tmp_path / "out"
+    for name in ("splits", "train-es-s0", "validate-es-s0"):
+        run_study(path, out, only=name)
+    folder = out / "train" / "es" / "seed-0"
+    sums, log = read_sums(folder), (folder / "metrics.jsonl").read_bytes()
+    assert sorted(sums) == ["step-000001/model.safetensors", "step-000002/model.safetensors"]
+
+    def clone_without_weights():  # what a fresh clone of the committed folder holds (.gitignore: train/**/step-*/)
+        for step in folder.glob("step-*"):
+            shutil.rmtree(step)
+
+    clone_without_weights()
+    _, stages, state = study_plan(path, out)
+    assert pending_remakes(out, stages, state) == ["train-es-s0"]
+    state = run_study(path, out, only="passk-es-s0")
+    assert state["stages"]["passk-es-s0"]["status"] == "done"
+    (remade,) = state["stages"]["train-es-s0"]["remade"]
+    assert remade["verified"] and remade["for"] == "passk-es-s0" and remade["checkpoints"] == 2
+    assert read_sums(folder) == sums and (folder / "metrics.jsonl").read_bytes() == log  # the first run's log stands
+    assert pending_remakes(out, *study_plan(path, out)[1:]) == []
+
+    # weights that do not reproduce the recorded ones stop the study, and are not left to be read
+    first = sorted(sums)[0]
+    (folder / SUMS_FILE).write_text("".join(f"{'0' * 64 if n == first else d}  {n}\n" for n, d in sums.items()))
+    clone_without_weights()
+    with pytest.raises(UsageError, match="differ from those its done stages read"):
+        run_study(path, out, only="passk-nucleus-es-s0")
+    assert not list(folder.glob("step-*"))

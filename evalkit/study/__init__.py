@@ -11,7 +11,9 @@ held-out split, the methods with a shared budget, and the evaluations; the plan
 identity is skipped; an interrupted one is rerun into the same folder, and the trainers,
 passk and forgetting resume inside it. A stage whose settings changed since it ran is refused (its folder
 holds other results), naming it. A failing stage stops the study with its one-line error;
-the stages before it keep their outputs.
+the stages before it keep their outputs. A study folder can be committed without its weights:
+each training stage writes weights.sha256 beside its checkpoints, and on a clone without them
+the stages that load them first train them again and check the bytes (evalkit.study.weights).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["run_study", "study_plan", "stage_status", "STUDY_FILE"]
+__all__ = ["run_study", "study_plan", "stage_status", "pending_remakes", "STUDY_FILE"]
 
 STUDY_FILE = "study.json"
 
@@ -53,6 +55,8 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None,
     _check_folder(out, state)
     held = FolderLock(out)  # noqa: F841 (one study process per folder, until this returns)
     state = _record_plan(out, spec, stages, _state(out))
+    makers = {n for s in stages for n in s.weights}
+    _record_sums(out, [s for s in stages if s.name in makers], state)
     for stage in stages:
         if only is not None and stage.name != only:
             continue
@@ -68,8 +72,88 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None,
         if missing:
             raise UsageError(f"stage {stage.name} reads {', '.join(missing)}, not done yet: run the study "
                              "without --only first")
+        _remake_weights(out, stage, stages, state, on_stage)
         _run_stage(out, stage, state, on_stage)
+        if stage.name in makers:
+            _record_sums(out, [stage], state)
     return state
+
+
+def pending_remakes(out: Path, stages, state: dict) -> list[str]:
+    """The done training stages whose checkpoints are not in `out` (a study committed without its
+    weights, resumed on a fresh clone) and that a stage still to run loads: `run_study` trains
+    them again first (evalkit.study.weights)."""
+    from evalkit.study.weights import missing_checkpoints
+
+    todo = {n for s in stages if stage_status(out, s, state) != "done" for n in s.weights}
+    return [s.name for s in stages if s.name in todo and stage_status(out, s, state) == "done"
+            and missing_checkpoints(out, state["stages"][s.name]["result"])]
+
+
+def _record_sums(out: Path, trains, state: dict) -> None:
+    """weights.sha256 beside each done training stage's checkpoints, where it has none yet and
+    every checkpoint is here (a study started before evalkit wrote them gains them)."""
+    from evalkit.study.weights import SUMS_FILE, checkpoint_dirs, missing_checkpoints, write_sums
+
+    for train in trains:
+        record = state.get("stages", {}).get(train.name)
+        if (not record or record.get("status") != "done" or (out / train.out / SUMS_FILE).is_file()
+                or missing_checkpoints(out, record["result"])):
+            continue
+        write_sums(out / train.out, [out / d for d in checkpoint_dirs(record["result"])])
+
+
+def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
+    """Train again each stage `stage` loads whose checkpoints are missing, into its own folder,
+    and check the new weights against its weights.sha256 (evalkit.study.weights). Its record
+    keeps the first run's files and time; `remade` lists the reruns."""
+    import shutil
+
+    from evalkit.study.weights import (
+        SUMS_FILE,
+        check_sums,
+        checkpoint_dirs,
+        missing_checkpoints,
+        write_sums,
+    )
+
+    for name in stage.weights:
+        record = state["stages"][name]
+        missing = missing_checkpoints(out, record["result"])
+        if not missing:
+            continue
+        train, dirs = _by_name(stages, name), checkpoint_dirs(record["result"])
+        folder = out / train.out
+        # from the last checkpoint before the first missing one: later ones are written again
+        for d in dirs[dirs.index(missing[0]):]:
+            shutil.rmtree(out / d, ignore_errors=True)
+        kept = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()
+                and not any(part.startswith(("step-", ".step-")) for part in p.relative_to(folder).parts)}
+        if on_stage:
+            on_stage(name, f"training again: {len(missing)} of its {len(dirs)} checkpoints are not in {out} "
+                           f"(needed by {stage.name})")
+        started = time.monotonic()
+        try:
+            train.run(folder, {})
+        finally:  # the first run's log, summary and sums stand; the rerun only brings its weights back
+            for path, data in kept.items():
+                path.write_bytes(data)
+        verified = (folder / SUMS_FILE).is_file()
+        wrong = check_sums(folder) if verified else []
+        if wrong:
+            for d in dirs:
+                shutil.rmtree(out / d, ignore_errors=True)
+            raise UsageError(
+                f"stage {name}: trained again because its checkpoints were not in {out}, but the weights differ "
+                f"from those its done stages read ({wrong[0]}; {folder / SUMS_FILE}): the rerun did not reproduce "
+                f"the first run on this machine. Bring the original checkpoints back into {folder}, or remove "
+                f"{folder} and the stages that read it to redo them")
+        if not verified:
+            write_sums(folder, [out / d for d in dirs])
+        record.setdefault("remade", []).append({"seconds": round(time.monotonic() - started, 1),
+                                                "checkpoints": len(dirs), "verified": verified,
+                                                "for": stage.name})
+        _save(out, state)
 
 
 def _by_name(stages, name: str):

@@ -84,6 +84,11 @@ def _folder(kind: str, model: str, seed: int | None) -> str:
     return f"{kind}/{model}" if seed is None else f"{kind}/{model}/seed-{seed}"
 
 
+def _trained(model: str, seed: int | None) -> tuple[str, ...]:
+    """The training stage whose checkpoints a stage of this model loads (none for the base)."""
+    return () if model == "base" else (f"train-{model}-s{seed}",)
+
+
 def _passk_names(stages) -> tuple:
     return tuple(s.name for s in stages if s.name.startswith("passk-") and not s.name.startswith("passk-nucleus"))
 
@@ -258,7 +263,8 @@ def _validate(spec: StudySpec, model: str, seed: int | None) -> Stage:
 
     identity = {"validation": v, "model": model, "seed": seed, "dtype": spec.dtype}
     tokens = v["limit"] * v["max_new_tokens"]
-    return Stage(f"validate-{_tag(model, seed)}", _folder("validation", model, seed), needs, identity, tokens, run)
+    return Stage(f"validate-{_tag(model, seed)}", _folder("validation", model, seed), needs, identity, tokens, run,
+                 weights=_trained(model, seed))
 
 
 def pick(rows: list[dict], rule: str) -> dict:
@@ -303,7 +309,8 @@ def _passk(spec: StudySpec, kind: str, model: str, seed: int | None) -> Stage:
 
     tokens = spec.eval_task["limit"] * o["n"] * o["max_new_tokens"]
     identity = {"model": model, "seed": seed, kind: o, "dtype": spec.dtype}
-    return Stage(f"{kind}-{_tag(model, seed)}", _folder(kind, model, seed), needs, identity, tokens, run)
+    return Stage(f"{kind}-{_tag(model, seed)}", _folder(kind, model, seed), needs, identity, tokens, run,
+                 weights=_trained(model, seed))
 
 
 def _curves(spec: StudySpec, model: str, seed: int | None) -> Stage:
@@ -332,7 +339,8 @@ def _curves(spec: StudySpec, model: str, seed: int | None) -> Stage:
     tokens = n_points * spec.eval_task["limit"] * o["n"] * o["max_new_tokens"]
     folder = "curves/base" if model == "base" else _folder("curves", model, seed)
     return Stage(f"curves-{_tag(model, seed)}", folder, needs, {"curves": o, "model": model, "seed": seed,
-                                                               "dtype": spec.dtype}, tokens, run)
+                                                               "dtype": spec.dtype}, tokens, run,
+                 weights=_trained(model, seed))
 
 
 def _diff(spec: StudySpec, model: str, seed: int) -> Stage:
@@ -349,7 +357,7 @@ def _diff(spec: StudySpec, model: str, seed: int) -> Stage:
         return {"file": _rel(folder / "diff.json", root)}
 
     return Stage(f"diff-{_tag(model, seed)}", _folder("diff", model, seed), (f"validate-{model}-s{seed}",),
-                 {"diff": o, "model": model, "seed": seed, "dtype": spec.dtype}, 0, run)
+                 {"diff": o, "model": model, "seed": seed, "dtype": spec.dtype}, 0, run, weights=_trained(model, seed))
 
 
 def _interpolate(spec: StudySpec, seed: int) -> Stage:
@@ -376,7 +384,8 @@ def _interpolate(spec: StudySpec, seed: int) -> Stage:
     limit = min(o["limit"] or spec.eval_task["limit"], spec.eval_task["limit"])
     tokens = o["points"] * limit * o["n"] * o["max_new_tokens"]
     return Stage(f"interpolate-es-grpo-s{seed}", _folder("interpolate", "es-grpo", seed), needs,
-                 {"interpolate": o, "seed": seed, "dtype": spec.dtype}, tokens, run)
+                 {"interpolate": o, "seed": seed, "dtype": spec.dtype}, tokens, run,
+                 weights=(f"train-es-s{seed}", f"train-grpo-s{seed}"))
 
 
 def _forgetting(spec: StudySpec, model: str, seed: int) -> Stage:
@@ -399,7 +408,7 @@ def _forgetting(spec: StudySpec, model: str, seed: int) -> Stage:
     tokens = ForgettingOptions(**_forgetting_options(o)).cost()["tokens"]
     return Stage(f"forgetting-{_tag(model, seed)}", _folder("forgetting", model, seed),
                  (f"validate-{model}-s{seed}",), {"forgetting": o, "model": model, "seed": seed,
-                                                  "dtype": spec.dtype}, tokens, run)
+                                                  "dtype": spec.dtype}, tokens, run, weights=_trained(model, seed))
 
 
 def _forgetting_options(o: dict) -> dict:
@@ -418,8 +427,9 @@ def _sparsity(spec: StudySpec, seed: int) -> Stage:
                                                     for m, cs in arms.items()}, o, folder)
         return {"file": _rel(folder / "sparsity.json", root), "matched": report["matched"]}
 
-    return Stage(f"sparsity-s{seed}", f"sparsity/seed-{seed}", (f"train-es-s{seed}", f"train-grpo-s{seed}"),
-                 {"sparsity": o, "seed": seed}, 0, run)
+    trains = (f"train-es-s{seed}", f"train-grpo-s{seed}")
+    return Stage(f"sparsity-s{seed}", f"sparsity/seed-{seed}", trains, {"sparsity": o, "seed": seed}, 0, run,
+                 weights=trains)
 
 
 def _bf16_trainer(spec: StudySpec, method: str):
@@ -456,8 +466,8 @@ def _sparsity_bf16(spec: StudySpec) -> Stage:
             out[m] = {"file": _rel(folder / m / "diff.json", root), "changed_frac_bits": overall["changed_frac_bits"]}
         return out
 
-    return Stage("sparsity-bf16", "sparsity/bf16", ("train-bf16-es", "train-bf16-grpo"), {"as_dtype": "bfloat16"},
-                 0, run)
+    trains = ("train-bf16-es", "train-bf16-grpo")
+    return Stage("sparsity-bf16", "sparsity/bf16", trains, {"as_dtype": "bfloat16"}, 0, run, weights=trains)
 
 
 def _entropy(spec: StudySpec):

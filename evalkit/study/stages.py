@@ -43,6 +43,7 @@ class Stage:
     identity: dict
     tokens: int  # estimated generated tokens
     run: Callable[[Path, dict], dict]  # (its folder, {needed stage: its result}) -> its result
+    weights: tuple[str, ...] = ()  # the training stages whose checkpoints it loads (evalkit.study.weights)
 
 
 def identity_hash(identity: dict) -> str:
@@ -186,7 +187,7 @@ def _passk(spec: StudySpec, model: str) -> Stage:
 
     tokens = spec.eval_task["limit"] * o["n"] * o["max_new_tokens"]
     return Stage(f"passk-{model}", f"passk/{model}", needs, {"model": model, "passk": o, "dtype": spec.dtype},
-                 tokens, run)
+                 tokens, run, weights=needs[1:])
 
 
 def _report_stage(name: str, needs: tuple, options: dict, run) -> Stage:
@@ -261,8 +262,9 @@ def _diff(spec: StudySpec, models: list[str]) -> Stage:
         write_outputs(result, folder)
         return {"file": _rel(folder / "diff.json", root)}
 
-    return Stage(f"diff-{label}", f"diff/{label}", tuple(f"train-{m}" for m in models),
-                 {"diff": o, "models": models, "dtype": spec.dtype}, 0, run)
+    trains = tuple(f"train-{m}" for m in models)
+    return Stage(f"diff-{label}", f"diff/{label}", trains, {"diff": o, "models": models, "dtype": spec.dtype}, 0, run,
+                 weights=trains)
 
 
 def _forgetting(spec: StudySpec, method: str) -> Stage:
@@ -283,7 +285,7 @@ def _forgetting(spec: StudySpec, method: str) -> Stage:
 
     tokens = ForgettingOptions(**o).cost()["tokens"]
     return Stage(f"forgetting-{method}", f"forgetting/{method}", (f"train-{method}",),
-                 {"forgetting": o, "method": method, "dtype": spec.dtype}, tokens, run)
+                 {"forgetting": o, "method": method, "dtype": spec.dtype}, tokens, run, weights=(f"train-{method}",))
 
 
 def _interpolate(spec: StudySpec) -> Stage:
@@ -309,7 +311,7 @@ def _interpolate(spec: StudySpec) -> Stage:
     limit = min(o["limit"] or spec.eval_task["limit"], spec.eval_task["limit"])
     tokens = o["points"] * limit * o["n"] * o["max_new_tokens"]
     return Stage("interpolate-es-grpo", "interpolate/es-grpo", ("heldout", "train-es", "train-grpo"),
-                 {"interpolate": o, "dtype": spec.dtype}, tokens, run)
+                 {"interpolate": o, "dtype": spec.dtype}, tokens, run, weights=("train-es", "train-grpo"))
 
 
 def _findings(spec: StudySpec):

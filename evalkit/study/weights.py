@@ -1,0 +1,84 @@
+"""A study's checkpoints across machines: what a study folder keeps of its weights when it is
+committed without them, and how the weights come back.
+
+    sums = write_sums(folder, dirs)         # train/<m>/seed-<s>/weights.sha256, beside its checkpoints
+    wrong = check_sums(folder)              # [] when every listed file is the one recorded
+
+A study is committed without its checkpoints (hundreds of MB each; `.gitignore` keeps
+`train/**/step-*/` out), so a study resumed on a fresh clone has its done training stages but
+not their weights. Before a stage that loads weights runs, evalkit.study.run_study reruns each
+training stage it reads whose checkpoints are missing (the trainers are seeded, so the same
+trainer on the same inputs writes the same bytes), then checks the new files against
+`weights.sha256`, which the study wrote when that stage first finished. A mismatch stops the
+study: the stages already done read other weights, and mixing the two would make the study
+read two trainings as one.
+
+The sums file has sha256sum's format (`<hex>  <path>`, paths relative to the training stage's
+folder), so `sha256sum -c weights.sha256` in that folder checks it too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+__all__ = ["SUMS_FILE", "checkpoint_dirs", "missing_checkpoints", "write_sums", "check_sums", "weight_files"]
+
+SUMS_FILE = "weights.sha256"
+
+
+def checkpoint_dirs(result: dict) -> list[str]:
+    """The checkpoint folders a training stage's result names (relative to the study folder):
+    every saved one of a seeded arm, else its final one."""
+    dirs = [c["checkpoint"] for c in result.get("checkpoints") or ()]
+    return dirs or ([result["checkpoint"]] if result.get("checkpoint") else [])
+
+
+def weight_files(checkpoint: Path) -> list[Path]:
+    return sorted(Path(checkpoint).glob("*.safetensors"))
+
+
+def missing_checkpoints(out: Path, result: dict) -> list[str]:
+    """The recorded checkpoint folders that hold no weights here."""
+    return [d for d in checkpoint_dirs(result) if not weight_files(Path(out) / d)]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_sums(folder: Path, checkpoints: list[Path]) -> Path:
+    """`folder/weights.sha256`: the sha256 of every weights file of these checkpoints."""
+    from evalkit.jsonio import write_atomic
+
+    folder = Path(folder)
+    lines = [f"{_sha256(f)}  {f.relative_to(folder).as_posix()}\n"
+             for c in checkpoints for f in weight_files(c)]
+    write_atomic(folder / SUMS_FILE, lambda fh: fh.writelines(lines))
+    return folder / SUMS_FILE
+
+
+def read_sums(folder: Path) -> dict[str, str]:
+    """{path relative to folder: sha256} of `folder/weights.sha256`."""
+    sums = {}
+    for line in (Path(folder) / SUMS_FILE).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            digest, _, name = line.partition("  ")
+            sums[name.strip()] = digest.strip()
+    return sums
+
+
+def check_sums(folder: Path) -> list[str]:
+    """One line per listed file that is missing or differs from its recorded sha256."""
+    wrong = []
+    for name, digest in read_sums(folder).items():
+        path = Path(folder) / name
+        if not path.is_file():
+            wrong.append(f"{name}: not written")
+        elif (now := _sha256(path)) != digest:
+            wrong.append(f"{name}: sha256 {now[:12]}, recorded {digest[:12]}")
+    return wrong
