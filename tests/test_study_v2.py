@@ -141,25 +141,30 @@ def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_
     from evalkit.study.weights import SUMS_FILE, read_sums
 
     path, out = _smoke(tmp_path, tiny_model), tmp_path / "out"
-    for name in ("splits", "train-es-s0", "validate-es-s0"):
+    for name in ("splits", "train-es-s0", "validate-es-s0", "train-grpo-s0", "validate-grpo-s0"):
         run_study(path, out, only=name)
-    folder = out / "train" / "es" / "seed-0"
-    sums, log = read_sums(folder), (folder / "metrics.jsonl").read_bytes()
-    assert sorted(sums) == ["step-000001/model.safetensors", "step-000002/model.safetensors"]
+    folders = {m: out / "train" / m / "seed-0" for m in ("es", "grpo")}
+    sums = {m: read_sums(f) for m, f in folders.items()}
+    logs = {m: (f / "metrics.jsonl").read_bytes() for m, f in folders.items()}
+    assert sorted(sums["es"]) == sorted(sums["grpo"]) == ["step-000001/model.safetensors",
+                                                          "step-000002/model.safetensors"]
 
     def clone_without_weights():  # what a fresh clone of the committed folder holds (.gitignore: train/**/step-*/)
-        for step in folder.glob("step-*"):
+        for step in [*folders["es"].glob("step-*"), *folders["grpo"].glob("step-*")]:
             shutil.rmtree(step)
 
     clone_without_weights()
     _, stages, state = study_plan(path, out)
-    assert pending_remakes(out, stages, state) == ["train-es-s0"]
-    state = run_study(path, out, only="passk-es-s0")
-    assert state["stages"]["passk-es-s0"]["status"] == "done"
-    (remade,) = state["stages"]["train-es-s0"]["remade"]
-    assert remade["verified"] and remade["for"] == "passk-es-s0" and remade["checkpoints"] == 2
-    assert read_sums(folder) == sums and (folder / "metrics.jsonl").read_bytes() == log  # the first run's log stands
+    assert pending_remakes(out, stages, state) == ["train-es-s0", "train-grpo-s0"]
+    for m in ("es", "grpo"):  # ES (seeded noise) and GRPO (gradients, AdamW) both reproduce their bytes
+        state = run_study(path, out, only=f"passk-{m}-s0")
+        assert state["stages"][f"passk-{m}-s0"]["status"] == "done"
+        (remade,) = state["stages"][f"train-{m}-s0"]["remade"]
+        assert remade["verified"] and remade["for"] == f"passk-{m}-s0" and remade["checkpoints"] == 2
+        assert read_sums(folders[m]) == sums[m]
+        assert (folders[m] / "metrics.jsonl").read_bytes() == logs[m]  # the first run's log stands
     assert pending_remakes(out, *study_plan(path, out)[1:]) == []
+    folder, sums = folders["es"], sums["es"]
 
     # weights that do not reproduce the recorded ones stop the study, and are not left to be read
     first = sorted(sums)[0]
