@@ -48,9 +48,20 @@ def plan_seeded(spec: StudySpec) -> list[Stage]:
     if "curves" in ev:
         stages.append(_curves(spec, "base", None))
     stages.append(_validate(spec, "base", None))
+    pair = {"es", "grpo"} <= set(spec.methods)
+    # ES's and GRPO's arms come first and the stages reading both arms' checkpoints right after
+    # GRPO's validation: a study resumed on a clone without weights (evalkit.study.weights) then
+    # trains again as few arms as the stages left to run load.
+    order = [m for m in spec.methods if m in ("es", "grpo")] + [m for m in spec.methods if m not in ("es", "grpo")]
     for seed in spec.seeds:
-        for m in spec.methods:
-            stages += [_train(spec, m, seed), _validate(spec, m, seed), _passk(spec, "passk", m, seed)]
+        for m in order:
+            stages += [_train(spec, m, seed), _validate(spec, m, seed)]
+            if pair and m == order[1]:
+                if "sparsity" in ev:
+                    stages.append(_sparsity(spec, seed))
+                if "interpolate" in ev:
+                    stages.append(_interpolate(spec, seed))
+            stages.append(_passk(spec, "passk", m, seed))
             if "passk-nucleus" in ev:
                 stages.append(_passk(spec, "passk-nucleus", m, seed))
             if "curves" in ev:
@@ -59,11 +70,7 @@ def plan_seeded(spec: StudySpec) -> list[Stage]:
                 stages.append(_diff(spec, m, seed))
             if "forgetting" in ev:
                 stages.append(_forgetting(spec, m, seed))
-        if "sparsity" in ev and {"es", "grpo"} <= set(spec.methods):
-            stages.append(_sparsity(spec, seed))
-        if "interpolate" in ev and {"es", "grpo"} <= set(spec.methods):
-            stages.append(_interpolate(spec, seed))
-    if "sparsity" in ev and {"es", "grpo"} <= set(spec.methods) and ev["sparsity"]["bf16_completions"]:
+    if "sparsity" in ev and pair and ev["sparsity"]["bf16_completions"]:
         stages += [_train_bf16(spec, m) for m in ("es", "grpo")]
         stages.append(_sparsity_bf16(spec))
     for name, make in (("entropy", _entropy), ("length", _length)):
