@@ -20,6 +20,7 @@ def study(
     out: Annotated[Path, typer.Option(help="Study folder: study.json and one subfolder per stage. Rerun the same command to resume.")],
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan (stages, outputs, estimated generated tokens, what is done) and stop.")] = False,
     only: Annotated[str | None, typer.Option(help="Run this stage alone (e.g. report); the stages it reads must be done.")] = None,
+    until: Annotated[str | None, typer.Option(help="Stop after this stage (e.g. before a long training stage, to end a working session cleanly); rerun without it to go on.")] = None,
 ) -> None:
     """Run a study: every stage one evalkit function into its own folder; resumable, stage by stage.
 
@@ -39,7 +40,7 @@ def study(
                           f"the stages that load them: {', '.join(again)}; about "
                           f"{sum(recorded[n].get('seconds') or 0 for n in again) / 3600:.1f} h at their first runs' times")
         return
-    state = run_study(spec, out, only=only,
+    state = run_study(spec, out, only=only, until=until,
                       on_stage=lambda name, status: console.print(f"[bold]{name}[/bold]: {status}"))
     report = state["stages"].get("report", {})
     if report.get("status") == "done":

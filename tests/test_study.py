@@ -181,6 +181,8 @@ def test_budget_sets_the_steps_and_dry_run_writes_nothing(tmp_path):
         assert stage in result.output
     bad = runner.invoke(app, ["study", str(tmp_path / "study.toml"), "--out", str(out), "--only", "nope"])
     assert bad.exit_code == 2 and "no such stage" in bad.output
+    bad = runner.invoke(app, ["study", str(tmp_path / "study.toml"), "--out", str(out), "--until", "nope"])
+    assert bad.exit_code == 2 and "--until nope: no such stage" in bad.output
 
 
 def test_the_seed_methods_share_the_budget_and_get_every_evaluation(tmp_path):

@@ -38,17 +38,19 @@ def study_plan(spec_path: Path, out: Path) -> tuple:
     return spec, plan(spec), _state(out)
 
 
-def run_study(spec_path: Path, out: Path, *, only: str | None = None,
+def run_study(spec_path: Path, out: Path, *, only: str | None = None, until: str | None = None,
               on_stage: Callable[[str, str], None] | None = None) -> dict:
     """Run (or resume) the study into `out`; returns study.json. `only`: run that stage alone
-    (the stages it reads must be done). `on_stage(name, status)` is told of each stage."""
+    (the stages it reads must be done); `until`: stop after that stage (e.g. at the end of a
+    working session, so that no training stage is cut). `on_stage(name, status)` is told of each stage."""
     from evalkit.rundir import check_writable
 
     check_writable(out)
     spec, stages, state = study_plan(spec_path, out)
     names = [s.name for s in stages]
-    if only is not None and only not in names:
-        raise UsageError(f"--only {only}: no such stage; the stages are {', '.join(names)}")
+    for flag, name in (("--only", only), ("--until", until)):
+        if name is not None and name not in names:
+            raise UsageError(f"{flag} {name}: no such stage; the stages are {', '.join(names)}")
     from evalkit.locks import FolderLock
 
     out = Path(out)
@@ -57,7 +59,7 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None,
     state = _record_plan(out, spec, stages, _state(out))
     makers = {n for s in stages for n in s.weights}
     _record_sums(out, [s for s in stages if s.name in makers], state)
-    for stage in stages:
+    for stage in _through(stages, until):
         if only is not None and stage.name != only:
             continue
         status = stage_status(out, stage, state)
@@ -77,6 +79,14 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None,
         if stage.name in makers:
             _record_sums(out, [stage], state)
     return state
+
+
+def _through(stages, until: str | None):
+    """The stages up to and including `until` (all without it)."""
+    for stage in stages:
+        yield stage
+        if stage.name == until:
+            return
 
 
 def pending_remakes(out: Path, stages, state: dict) -> list[str]:
