@@ -1,6 +1,8 @@
 """The sampler: greedy equals transformers' generate, sampling follows the
 model's distribution, samples are reproducible per (seed, problem, index)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -232,8 +234,10 @@ def test_the_cache_is_preallocated_and_written_in_place(loaded, monkeypatch):
 
 
 def test_samples_do_not_depend_on_the_thread_count_on_the_tiny_model(loaded):
-    """As with sampler hf-1 (measured on this machine: 1 and 2 threads give the same samples on the
-    tiny model): the preallocated cache and compaction add no dependence on torch's threads."""
+    """As with sampler hf-1: the preallocated cache and compaction add no dependence on torch's
+    threads. The tokens are the same with 1 and 2 threads; the mean entropy is the same to float32
+    rounding (measured: equal on one machine; on the AMD EPYC of 2026-12-02, 8 of 24 samples off by up
+    to 3.6e-7 nats, where a reduction splits differently across threads)."""
     import torch
 
     model, tok = loaded
@@ -248,7 +252,8 @@ def test_samples_do_not_depend_on_the_thread_count_on_the_tiny_model(loaded):
             got[count] = sample_chunk(model, tok, prompts, ["a", "b", "c"], cfg, stop_ids=stops)
     finally:
         torch.set_num_threads(threads)
-    assert got[1] == got[2]
+    assert [replace(x, mean_entropy=0.0) for x in got[1]] == [replace(x, mean_entropy=0.0) for x in got[2]]
+    assert [x.mean_entropy for x in got[1]] == pytest.approx([x.mean_entropy for x in got[2]], rel=1e-6)
 
 
 def test_the_draw_searches_the_float32_cdf_as_the_float64_one():
