@@ -156,8 +156,9 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
             raise UsageError(
                 f"stage {name}: trained again because its checkpoints were not in {out}, but the weights differ "
                 f"from those its done stages read ({wrong[0]}; {folder / SUMS_FILE}): the rerun did not reproduce "
-                f"the first run on this machine. Bring the original checkpoints back into {folder}, or remove "
-                f"{folder} and the stages that read it to redo them")
+                f"the first run on this machine (GRPO's gradients are reproducible on one CPU model, not across "
+                f"them; ES's weights are). Bring the original checkpoints back into {folder}, resume on a machine "
+                f"with the first run's CPU, or remove {folder} and the stages that read it to redo them")
         if not verified:
             write_sums(folder, [out / d for d in dirs])
         record.setdefault("remade", []).append({"seconds": round(time.monotonic() - started, 1),
