@@ -19,8 +19,9 @@ folder), so `sha256sum -c weights.sha256` in that folder checks it too.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
+
+from evalkit.importers.base import sha256 as _sha256
 
 __all__ = ["SUMS_FILE", "checkpoint_dirs", "missing_checkpoints", "write_sums", "check_sums", "weight_files"]
 
@@ -41,14 +42,6 @@ def weight_files(checkpoint: Path) -> list[Path]:
 def missing_checkpoints(out: Path, result: dict) -> list[str]:
     """The recorded checkpoint folders that hold no weights here."""
     return [d for d in checkpoint_dirs(result) if not weight_files(Path(out) / d)]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def write_sums(folder: Path, checkpoints: list[Path]) -> Path:
