@@ -132,13 +132,23 @@ def test_the_budget_counts_every_group_dynamic_sampling_drew(tmp_path):
     assert _budget(tmp_path, (es,)) == {"completions": 16, "tokens": 40}
 
 
+def test_the_machine_beside_the_sums_names_the_cpu_even_when_a_hypervisor_masks_its_name():
+    from evalkit.study.weights import describe_machine
+
+    info = {"machine": "x86_64", "cpus": 2, "vendor": "AuthenticAMD", "model_name": "AMD EPYC",
+            "family": "26", "model": "2", "stepping": "1", "torch": "2.13.0", "torch_threads": 2}
+    assert describe_machine(info) == "AMD EPYC (AuthenticAMD family 26 model 2 stepping 1), 2 CPUs, torch 2.13.0"
+    assert describe_machine(None) == "a machine not recorded"
+    assert describe_machine({"model_name": "arm64", "cpus": 8, "torch": "2.13.0"}) == "arm64, 8 CPUs, torch 2.13.0"
+
+
 @pytest.mark.slow
 def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_bytes(tmp_path, tiny_model):
     import shutil
 
     from evalkit.errors import UsageError
     from evalkit.study import pending_remakes, run_study, study_plan
-    from evalkit.study.weights import SUMS_FILE, read_sums
+    from evalkit.study.weights import SUMS_FILE, machine, read_machine, read_sums
 
     path, out = _smoke(tmp_path, tiny_model), tmp_path / "out"
     state = run_study(path, out, until="validate-grpo-s0")  # stops there, as at the end of a working session
@@ -150,6 +160,7 @@ def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_
     logs = {m: (f / "metrics.jsonl").read_bytes() for m, f in folders.items()}
     assert sorted(sums["es"]) == sorted(sums["grpo"]) == ["step-000001/model.safetensors",
                                                           "step-000002/model.safetensors"]
+    assert read_machine(folders["grpo"]) == machine()  # which machine wrote those bytes
 
     def clone_without_weights():  # what a fresh clone of the committed folder holds (.gitignore: train/**/step-*/)
         for step in [*folders["es"].glob("step-*"), *folders["grpo"].glob("step-*")]:
@@ -163,6 +174,7 @@ def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_
     for m in ("es", "grpo"):  # ES (seeded noise) and GRPO (gradients, AdamW) both reproduce their bytes
         (remade,) = state["stages"][f"train-{m}-s0"]["remade"]
         assert remade["verified"] and remade["for"] == "sparsity-s0" and remade["checkpoints"] == 2
+        assert remade["machine"] == machine()
         assert read_sums(folders[m]) == sums[m]
         assert (folders[m] / "metrics.jsonl").read_bytes() == logs[m]  # the first run's log stands
     assert pending_remakes(out, *study_plan(path, out)[1:]) == []
@@ -172,6 +184,7 @@ def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_
     first = sorted(sums)[0]
     (folder / SUMS_FILE).write_text("".join(f"{'0' * 64 if n == first else d}  {n}\n" for n, d in sums.items()))
     clone_without_weights()
-    with pytest.raises(UsageError, match="differ from those its done stages read"):
+    with pytest.raises(UsageError, match="differ from those its done stages read") as stopped:
         run_study(path, out, only="interpolate-es-grpo-s0")
+    assert f"{machine()['cpus']} CPUs" in str(stopped.value) and "trained again on" in str(stopped.value)
     assert not list(folder.glob("step-*"))

@@ -123,7 +123,10 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
         SUMS_FILE,
         check_sums,
         checkpoint_dirs,
+        describe_machine,
+        machine,
         missing_checkpoints,
+        read_machine,
         write_sums,
     )
 
@@ -150,20 +153,22 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
                 path.write_bytes(data)
         verified = (folder / SUMS_FILE).is_file()
         wrong = check_sums(folder) if verified else []
+        here = machine()
         if wrong:
             for d in dirs:
                 shutil.rmtree(out / d, ignore_errors=True)
             raise UsageError(
                 f"stage {name}: trained again because its checkpoints were not in {out}, but the weights differ "
                 f"from those its done stages read ({wrong[0]}; {folder / SUMS_FILE}): the rerun did not reproduce "
-                f"the first run on this machine (GRPO's gradients are reproducible on one CPU model, not across "
+                f"the first run (written on {describe_machine(read_machine(folder))}; trained again on "
+                f"{describe_machine(here)}; GRPO's gradients are reproducible on one CPU model, not across "
                 f"them; ES's weights are). Bring the original checkpoints back into {folder}, resume on a machine "
                 f"with the first run's CPU, or remove {folder} and the stages that read it to redo them")
         if not verified:
             write_sums(folder, [out / d for d in dirs])
         record.setdefault("remade", []).append({"seconds": round(time.monotonic() - started, 1),
                                                 "checkpoints": len(dirs), "verified": verified,
-                                                "for": stage.name})
+                                                "for": stage.name, "machine": here})
         _save(out, state)
 
 

@@ -14,7 +14,10 @@ study: the stages already done read other weights, and mixing the two would make
 read two trainings as one.
 
 The sums file has sha256sum's format (`<hex>  <path>`, paths relative to the training stage's
-folder), so `sha256sum -c weights.sha256` in that folder checks it too.
+folder), so `sha256sum -c weights.sha256` in that folder checks it too. Beside it,
+`weights.machine.json` names the machine that wrote those bytes (CPU vendor, family, model,
+stepping, core count; torch's version and threads): measured on this study, ES's bytes reproduce
+across CPU models and GRPO's do not (docs/study.md), so a mismatch says which machine to resume on.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from pathlib import Path
 
 from evalkit.importers.base import sha256 as _sha256
 
-__all__ = ["SUMS_FILE", "checkpoint_dirs", "missing_checkpoints", "write_sums", "check_sums", "weight_files"]
+__all__ = ["SUMS_FILE", "MACHINE_FILE", "machine", "describe_machine", "read_machine", "checkpoint_dirs", "missing_checkpoints", "write_sums", "check_sums", "weight_files"]
 
 SUMS_FILE = "weights.sha256"
+MACHINE_FILE = "weights.machine.json"
 
 
 def checkpoint_dirs(result: dict) -> list[str]:
@@ -44,15 +48,63 @@ def missing_checkpoints(out: Path, result: dict) -> list[str]:
     return [d for d in checkpoint_dirs(result) if not weight_files(Path(out) / d)]
 
 
+def machine() -> dict:
+    """What decides whether a seeded training writes the same bytes again: the CPU (its vendor,
+    family, model and stepping, read from /proc/cpuinfo where there is one; a hypervisor's masked
+    "model name" alone does not tell two generations apart), its core count, and torch with its
+    thread count."""
+    import os
+    import platform
+
+    import torch
+
+    info = {"machine": platform.machine(), "cpus": os.cpu_count()}
+    try:
+        lines = Path("/proc/cpuinfo").read_text(encoding="utf-8").split("\n\n")[0].splitlines()
+    except OSError:
+        lines = []
+    fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+    for key, name in (("vendor_id", "vendor"), ("model name", "model_name"), ("cpu family", "family"),
+                      ("model", "model"), ("stepping", "stepping")):
+        if key in fields:
+            info[name] = fields[key]
+    if "model_name" not in info:
+        info["model_name"] = platform.processor() or "unknown"
+    info.update(torch=torch.__version__, torch_threads=torch.get_num_threads())
+    return info
+
+
+def describe_machine(info: dict | None) -> str:
+    """One line for a message: "AMD EPYC (AuthenticAMD family 26 model 2 stepping 1), 2 CPUs, torch 2.13.0"."""
+    if not info:
+        return "a machine not recorded"
+    cpu = " ".join(f"{k} {info[k]}" for k in ("family", "model", "stepping") if k in info)
+    cpu = f" ({info.get('vendor', '')} {cpu})".replace("( ", "(") if cpu else ""
+    return f"{info.get('model_name', 'unknown')}{cpu}, {info.get('cpus')} CPUs, torch {info.get('torch')}"
+
+
 def write_sums(folder: Path, checkpoints: list[Path]) -> Path:
-    """`folder/weights.sha256`: the sha256 of every weights file of these checkpoints."""
-    from evalkit.jsonio import write_atomic
+    """`folder/weights.sha256`: the sha256 of every weights file of these checkpoints, and
+    `folder/weights.machine.json`: the machine that wrote them."""
+    from evalkit.jsonio import write_atomic, write_json_atomic
 
     folder = Path(folder)
     lines = [f"{_sha256(f)}  {f.relative_to(folder).as_posix()}\n"
              for c in checkpoints for f in weight_files(c)]
+    write_json_atomic(folder / MACHINE_FILE, machine())
     write_atomic(folder / SUMS_FILE, lambda fh: fh.writelines(lines))
     return folder / SUMS_FILE
+
+
+def read_machine(folder: Path) -> dict | None:
+    """The machine recorded beside `folder/weights.sha256`; None for sums written before evalkit
+    recorded it."""
+    import json
+
+    try:
+        return json.loads((Path(folder) / MACHINE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def read_sums(folder: Path) -> dict[str, str]:
