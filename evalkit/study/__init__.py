@@ -120,6 +120,7 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
     import shutil
 
     from evalkit.study.weights import (
+        MACHINE_FILE,
         SUMS_FILE,
         check_sums,
         checkpoint_dirs,
@@ -166,6 +167,10 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
                 f"with the first run's CPU, or remove {folder} and the stages that read it to redo them")
         if not verified:
             write_sums(folder, [out / d for d in dirs])
+        elif read_machine(folder) is None:  # sums from before evalkit named the machine: this one wrote the same bytes
+            from evalkit.jsonio import write_json_atomic
+
+            write_json_atomic(folder / MACHINE_FILE, here)
         record.setdefault("remade", []).append({"seconds": round(time.monotonic() - started, 1),
                                                 "checkpoints": len(dirs), "verified": verified,
                                                 "for": stage.name, "machine": here})

@@ -16,7 +16,8 @@ read two trainings as one.
 The sums file has sha256sum's format (`<hex>  <path>`, paths relative to the training stage's
 folder), so `sha256sum -c weights.sha256` in that folder checks it too. Beside it,
 `weights.machine.json` names the machine that wrote those bytes (CPU vendor, family, model,
-stepping, core count; torch's version and threads): measured on this study, ES's bytes reproduce
+stepping, core count; torch's version and threads; for sums written before evalkit named it, the
+first machine that wrote the same bytes again): measured on this study, ES's bytes reproduce
 across CPU models and GRPO's do not (docs/study.md), so a mismatch says which machine to resume on.
 """
 
