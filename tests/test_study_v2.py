@@ -148,7 +148,7 @@ def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_
 
     from evalkit.errors import UsageError
     from evalkit.study import pending_remakes, run_study, study_plan
-    from evalkit.study.weights import SUMS_FILE, machine, read_machine, read_sums
+    from evalkit.study.weights import SUMS_FILE, check_sums, machine, read_machine, read_sums
 
     path, out = _smoke(tmp_path, tiny_model), tmp_path / "out"
     state = run_study(path, out, until="validate-grpo-s0")  # stops there, as at the end of a working session
@@ -179,13 +179,24 @@ def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_
         assert read_sums(folders[m]) == sums[m]
         assert (folders[m] / "metrics.jsonl").read_bytes() == logs[m]  # the first run's log stands
     assert pending_remakes(out, *study_plan(path, out)[1:]) == []
-    folder, sums = folders["es"], sums["es"]
+
+    # a clone that lost only GRPO's last checkpoint: its step 1 holds no AdamW state (only the newest
+    # does), so GRPO trains again from step 0; ES resumes from its step 1
+    for m in ("es", "grpo"):
+        assert not (folders[m] / "step-000001" / "optimizer.pt").exists()
+        shutil.rmtree(folders[m] / "step-000002")
+    state = run_study(path, out, only="interpolate-es-grpo-s0")
+    assert state["stages"]["interpolate-es-grpo-s0"]["status"] == "done"
+    for m in ("es", "grpo"):
+        assert state["stages"][f"train-{m}-s0"]["remade"][-1]["verified"]
+        assert not check_sums(folders[m])
+    folder, sums = folders["grpo"], sums["grpo"]
 
     # weights that do not reproduce the recorded ones stop the study, and are not left to be read
     first = sorted(sums)[0]
     (folder / SUMS_FILE).write_text("".join(f"{'0' * 64 if n == first else d}  {n}\n" for n, d in sums.items()))
     clone_without_weights()
     with pytest.raises(UsageError, match="differ from those its done stages read") as stopped:
-        run_study(path, out, only="interpolate-es-grpo-s0")
+        run_study(path, out, only="passk-grpo-s0")
     assert f"{machine()['cpus']} CPUs" in str(stopped.value) and "trained again on" in str(stopped.value)
     assert not list(folder.glob("step-*"))

@@ -139,7 +139,10 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
         train, dirs = _by_name(stages, name), checkpoint_dirs(record["result"])
         folder = out / train.out
         # from the last checkpoint before the first missing one: later ones are written again
-        for d in dirs[dirs.index(missing[0]):]:
+        first = dirs.index(missing[0])
+        if first and _resumes_with_optimizer(folder) and not (out / dirs[first - 1] / "optimizer.pt").is_file():
+            first = 0  # only the newest checkpoint keeps a gradient trainer's AdamW state: from step 0
+        for d in dirs[first:]:
             shutil.rmtree(out / d, ignore_errors=True)
         kept = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()
                 and not any(part.startswith(("step-", ".step-")) for part in p.relative_to(folder).parts)}
@@ -175,6 +178,17 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
                                                 "checkpoints": len(dirs), "verified": verified,
                                                 "for": stage.name, "machine": here})
         _save(out, state)
+
+
+def _resumes_with_optimizer(folder: Path) -> bool:
+    """Whether the training run in `folder` resumes from a checkpoint only with its optimizer state
+    (GRPO, distillation: evalkit.train.common.gradient_run); ES's state is its weights and seed."""
+    import json
+
+    try:
+        return json.loads((folder / "run.json").read_text(encoding="utf-8")).get("kind") != "train-es"
+    except (OSError, ValueError):
+        return True
 
 
 def _by_name(stages, name: str):
