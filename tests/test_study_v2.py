@@ -200,3 +200,22 @@ def test_a_study_committed_without_its_weights_trains_them_again_and_checks_the_
         run_study(path, out, only="passk-grpo-s0")
     assert f"{machine()['cpus']} CPUs" in str(stopped.value) and "trained again on" in str(stopped.value)
     assert not list(folder.glob("step-*"))
+
+
+def test_the_curves_figure_draws_each_seeds_placebo_floor_from_the_base_as_its_line(monkeypatch):
+    """Two seeds saved at the same steps: one floor line per seed, starting at the base's floor
+    (x = 0), not one line zigzagging between seeds at each x."""
+    import analyses.report.study_sections as sections
+
+    drawn = {}
+    monkeypatch.setattr(sections.F, "panels", lambda specs, **kw: drawn.setdefault("specs", specs) and b"")
+    base = {"pass@1": 0.05, "pass@8": 0.28, "placebo@8": 0.027, "entropy": 2.09}
+    points = [{"seed": s, "trainer": "es", "step": step, "completions": 384 * (step // 3), "run": f"r{s}{step}",
+               "pass@1": 0.1, "pass@8": 0.3, "placebo@8": 0.03 + 0.01 * s, "entropy": 2.0}
+              for s in (0, 1) for step in (3, 6)]
+    section = sections._curves({"curves": {"ks": [1, 8], "base": base, "es": points}, "methods": ["es"]})
+    assert section is not None
+    floors = [s for s in drawn["specs"][1]["series"] if s.get("floor")]
+    assert [(f["x"], f["y"]) for f in floors] == [([0, 384, 768], [0.027, 0.03, 0.03]),
+                                                   ([0, 384, 768], [0.027, 0.04, 0.04])]
+    assert not any(s.get("floor") for spec in (drawn["specs"][0], drawn["specs"][2]) for s in spec["series"])

@@ -99,10 +99,10 @@ def _curves(f: dict) -> Section | None:
                 xs = [0] + [p["completions"] for p in points]
                 ys = [curves["base"][key]] + [p[key] for p in points]
                 series.append({"label": f"{m}" if j == 0 else f"_{m} s{seed}", "x": xs, "y": ys, "style": i})
-            if key == f"pass@{k}":
-                pts = sorted(curves[m], key=lambda p: p["completions"])
-                series.append({"label": "_floor", "x": [p["completions"] for p in pts],
-                               "y": [p[f"placebo@{k}"] for p in pts], "style": i, "floor": True})
+                if key == f"pass@{k}":  # each seed's floor from the base's, as its line
+                    series.append({"label": f"{m}: placebo floor" if j == 0 else "_floor", "x": xs, "style": i,
+                                   "floor": True,
+                                   "y": [curves["base"][f"placebo@{k}"]] + [p[f"placebo@{k}"] for p in points]})
         panels.append({"series": series, "xlabel": "completions spent in training", "ylabel": label})
     for m in f["methods"]:
         rows += [{"arm": m, **{c: p[c] for c in ("seed", "trainer", "step", "completions", "pass@1", f"pass@{k}",
