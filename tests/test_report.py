@@ -189,3 +189,14 @@ def test_page_refers_to_nothing_outside_itself(everything):
     assert not re.search(r"<script|<link|<iframe|@import|url\(|@font-face", page, flags=re.IGNORECASE)
     assert not re.search(r"https?://", page)
     assert "default-src 'none'" in page
+
+
+def test_an_empty_table_reads_as_no_rows_in_both_documents():
+    import pandas as pd
+
+    from analyses.report.document import Section, Table, render_html, render_markdown
+
+    sections = [Section("s", "S", (Table("narrowing", "Per-problem narrowing", pd.DataFrame()),))]
+    assert "*Per-problem narrowing* (`tables/narrowing.csv`): no rows" in render_markdown("t", sections)
+    assert "|  |" not in render_markdown("t", sections)
+    assert '<p id="tab-narrowing">Per-problem narrowing: no rows' in render_html("t", sections)

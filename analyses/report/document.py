@@ -83,6 +83,8 @@ def _rows(frame: pd.DataFrame) -> list[list[str]]:
 
 
 def _html_table(t: Table) -> str:
+    if t.frame.empty:  # e.g. a study report before its arms are done
+        return f'<p id="tab-{t.name}">{html.escape(t.caption)}: no rows <small>(tables/{t.name}.csv)</small></p>'
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in t.frame.columns)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>"
                    for row in _rows(t.frame))
@@ -122,6 +124,8 @@ def _md_cell(text: str) -> str:
 
 
 def _md_block(block) -> str:
+    if isinstance(block, Table) and block.frame.empty:
+        return f"*{block.caption}* (`tables/{block.name}.csv`): no rows"
     if isinstance(block, Table):
         cols = [_md_cell(str(c)) for c in block.frame.columns]
         lines = [f"*{block.caption}* (`tables/{block.name}.csv`)", "",
