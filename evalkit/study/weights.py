@@ -79,8 +79,9 @@ def describe_machine(info: dict | None) -> str:
     """One line for a message: "AMD EPYC (AuthenticAMD family 26 model 2 stepping 1), 2 CPUs, torch 2.13.0"."""
     if not info:
         return "a machine not recorded"
-    cpu = " ".join(f"{k} {info[k]}" for k in ("family", "model", "stepping") if k in info)
-    cpu = f" ({info.get('vendor', '')} {cpu})".replace("( ", "(") if cpu else ""
+    parts = [info["vendor"]] if "vendor" in info else []
+    parts += [f"{k} {info[k]}" for k in ("family", "model", "stepping") if k in info]
+    cpu = f" ({' '.join(parts)})" if parts else ""
     return f"{info.get('model_name', 'unknown')}{cpu}, {info.get('cpus')} CPUs, torch {info.get('torch')}"
 
 
