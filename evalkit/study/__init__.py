@@ -120,7 +120,6 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
     import shutil
 
     from evalkit.study.weights import (
-        MACHINE_FILE,
         SUMS_FILE,
         check_sums,
         checkpoint_dirs,
@@ -128,6 +127,7 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
         machine,
         missing_checkpoints,
         read_machine,
+        write_machine,
         write_sums,
     )
 
@@ -171,9 +171,7 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
         if not verified:
             write_sums(folder, [out / d for d in dirs])
         elif read_machine(folder) is None:  # sums from before evalkit named the machine: this one wrote the same bytes
-            from evalkit.jsonio import write_json_atomic
-
-            write_json_atomic(folder / MACHINE_FILE, here)
+            write_machine(folder, here)
         record.setdefault("remade", []).append({"seconds": round(time.monotonic() - started, 1),
                                                 "checkpoints": len(dirs), "verified": verified,
                                                 "for": stage.name, "machine": here})

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from evalkit.importers.base import sha256 as _sha256
 
-__all__ = ["SUMS_FILE", "MACHINE_FILE", "machine", "describe_machine", "read_machine", "checkpoint_dirs", "missing_checkpoints", "write_sums", "check_sums", "weight_files"]
+__all__ = ["SUMS_FILE", "MACHINE_FILE", "machine", "describe_machine", "read_machine", "write_machine", "checkpoint_dirs", "missing_checkpoints", "write_sums", "check_sums", "weight_files"]
 
 SUMS_FILE = "weights.sha256"
 MACHINE_FILE = "weights.machine.json"
@@ -88,14 +88,21 @@ def describe_machine(info: dict | None) -> str:
 def write_sums(folder: Path, checkpoints: list[Path]) -> Path:
     """`folder/weights.sha256`: the sha256 of every weights file of these checkpoints, and
     `folder/weights.machine.json`: the machine that wrote them."""
-    from evalkit.jsonio import write_atomic, write_json_atomic
+    from evalkit.jsonio import write_atomic
 
     folder = Path(folder)
     lines = [f"{_sha256(f)}  {f.relative_to(folder).as_posix()}\n"
              for c in checkpoints for f in weight_files(c)]
-    write_json_atomic(folder / MACHINE_FILE, machine())
+    write_machine(folder, machine())
     write_atomic(folder / SUMS_FILE, lambda fh: fh.writelines(lines))
     return folder / SUMS_FILE
+
+
+def write_machine(folder: Path, info: dict) -> None:
+    """`folder/weights.machine.json`: the machine (machine()) that wrote, or wrote again, its weights."""
+    from evalkit.jsonio import write_json_atomic
+
+    write_json_atomic(Path(folder) / MACHINE_FILE, info)
 
 
 def read_machine(folder: Path) -> dict | None:
