@@ -23,6 +23,7 @@ torch = pytest.importorskip("torch")
 from typer.testing import CliRunner  # noqa: E402
 
 from evalkit.cli_train import train_app  # noqa: E402
+from evalkit.train.common import resumes_from  # noqa: E402
 from evalkit.train.es import ESOptions, run_es  # noqa: E402
 from evalkit.train.grpo import GRPOOptions, run_grpo  # noqa: E402
 
@@ -114,6 +115,8 @@ def test_grpo_raises_the_reward_and_writes_checkpoints(digit_task, tmp_path):
     assert sorted(p.name for p in (tmp_path / "grpo").glob("step-*")) == ["step-000002", "step-000004"]
     assert not (tmp_path / "grpo" / "step-000002" / "optimizer.pt").exists()
     assert (tmp_path / "grpo" / "step-000004" / "optimizer.pt").is_file()
+    assert resumes_from(tmp_path / "grpo" / "step-000004")
+    assert not resumes_from(tmp_path / "grpo" / "step-000002")  # its AdamW state is gone
     AutoModelForCausalLM.from_pretrained(tmp_path / "grpo" / "step-000004")
     AutoTokenizer.from_pretrained(tmp_path / "grpo" / "step-000004")
 
@@ -131,6 +134,7 @@ def test_es_raises_greedy_accuracy_with_exact_restores(digit_task, tmp_path):
                 "entropy", "completions/mean_length"):
         assert key in records[0], key
     assert summary["restore_residual_total"] == 0
+    assert all(resumes_from(p) for p in (tmp_path / "es").glob("step-*"))  # weights and seed are its state
 
 
 def _weights(folder):

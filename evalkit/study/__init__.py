@@ -130,6 +130,7 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
         write_machine,
         write_sums,
     )
+    from evalkit.train.common import resumes_from
 
     for name in stage.weights:
         record = state["stages"][name]
@@ -140,7 +141,7 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
         folder = out / train.out
         # from the last checkpoint before the first missing one: later ones are written again
         first = dirs.index(missing[0])
-        if first and _resumes_with_optimizer(folder) and not (out / dirs[first - 1] / "optimizer.pt").is_file():
+        if first and not resumes_from(out / dirs[first - 1]):
             first = 0  # only the newest checkpoint keeps a gradient trainer's AdamW state: from step 0
         for d in dirs[first:]:
             shutil.rmtree(out / d, ignore_errors=True)
@@ -176,17 +177,6 @@ def _remake_weights(out: Path, stage, stages, state: dict, on_stage) -> None:
                                                 "checkpoints": len(dirs), "verified": verified,
                                                 "for": stage.name, "machine": here})
         _save(out, state)
-
-
-def _resumes_with_optimizer(folder: Path) -> bool:
-    """Whether the training run in `folder` resumes from a checkpoint only with its optimizer state
-    (GRPO, distillation: evalkit.train.common.gradient_run); ES's state is its weights and seed."""
-    import json
-
-    try:
-        return json.loads((folder / "run.json").read_text(encoding="utf-8")).get("kind") != "train-es"
-    except (OSError, ValueError):
-        return True
 
 
 def _by_name(stages, name: str):

@@ -40,6 +40,7 @@ __all__ = [
     "derive_seed",
     "Checkpoint",
     "latest_checkpoint",
+    "resumes_from",
     "save_checkpoint",
     "MetricsLog",
     "load_training_task",
@@ -133,6 +134,18 @@ def latest_checkpoint(out: Path) -> Checkpoint | None:
         if match and (child / STATE_FILE).is_file():
             found.append(Checkpoint(int(match.group(1)), child))
     return max(found, key=lambda c: c.step, default=None)
+
+
+def resumes_from(checkpoint: Path) -> bool:
+    """Whether the run that wrote `checkpoint` (a step-* folder) can go on from it exactly. ES's state
+    is its weights and its seed; a gradient trainer's (gradient_run: GRPO, distillation) is also its
+    AdamW state, which only the newest checkpoint keeps (save_checkpoint). The kind is read from the
+    run.json beside the checkpoint (an ES-then-GRPO run has one per stage)."""
+    try:
+        kind = json.loads((Path(checkpoint).parent / "run.json").read_text(encoding="utf-8")).get("kind")
+    except (OSError, ValueError, AttributeError):
+        kind = None
+    return kind == "train-es" or (Path(checkpoint) / "optimizer.pt").is_file()
 
 
 def save_checkpoint(model, tokenizer, out: Path, step: int, state: dict, *, optimizer=None) -> Path:
@@ -332,7 +345,7 @@ def gradient_run(opts, out: Path, kind: str, steps: int, prepare, *, progress=No
     model, tokenizer = load_model(at.source, dtype=opts.dtype, device=at.device)
     optimizer = make_optimizer(model, opts)
     if at.ckpt:
-        if not (at.ckpt.path / "optimizer.pt").is_file():
+        if not resumes_from(at.ckpt.path):
             raise UsageError(f"{at.ckpt.path}: no optimizer.pt, so the run cannot resume exactly; use another --out")
         saved = at.ckpt.path / "optimizer.pt"
         try:
