@@ -337,6 +337,7 @@ VERDICTS = ("supported", "partly supported", "contradicted", "inconclusive", "no
 FORGETTING_MARGIN = 0.05  # a loss smaller than this (accuracy) is "no forgetting"
 FLOOR = 0.2  # a benchmark the base scores below max(FLOOR, chance) has nothing to lose
 MIN_ITEMS = 200  # fewer items than this cannot show a loss of FORGETTING_MARGIN (issue 29)
+CONCENTRATION_MARGIN = 0.05  # top-q share above an i.i.d. Gaussian update's by this (relative): concentrated
 FORGETTING_ORDER = ("contradicted", "partly supported", "inconclusive", "supported")  # weakest for the claim first
 
 
@@ -352,15 +353,20 @@ def half_width(row: dict | None) -> float | None:
 
 
 def coverage_verdict(es_grpo: dict | None, grpo_base: dict | None, es_base: dict | None) -> tuple[str, str]:
-    """On pass@k above the chance floor at the largest k where the base clears it."""
-    rule = ("ES - GRPO below 0: contradicted; ES - GRPO above 0 with GRPO - base below 0 and ES - base not: "
-            "supported; ES - GRPO above 0 otherwise: partly supported; ES - GRPO holding 0: inconclusive; no k "
-            "where the base clears its floor: not tested")
+    """On pass@k above the chance floor at the largest k where the base clears it.
+
+    The claim is a conjunction (GRPO narrows pass@k at large k; ES keeps it), so GRPO widening it
+    (GRPO - base above 0) contradicts it unless ES is still ahead of GRPO (then the direction
+    holds: partly supported)."""
+    rule = ("ES - GRPO below 0, or GRPO - base above 0 (GRPO widened it) with ES - GRPO not above 0: "
+            "contradicted; ES - GRPO above 0 with GRPO - base below 0 and ES - base not: supported; ES - GRPO "
+            "above 0 otherwise: partly supported; ES - GRPO holding 0 and GRPO - base not above 0: inconclusive; "
+            "no k where the base clears its floor: not tested")
     signs = side(es_grpo), side(grpo_base), side(es_base)
     if None in signs:
         return "not tested", rule
     d, g, e = signs
-    if d < 0:
+    if d < 0 or (g > 0 and d == 0):
         return "contradicted", rule
     if d > 0:
         return ("supported" if g < 0 and e >= 0 else "partly supported"), rule
@@ -382,12 +388,26 @@ def entropy_verdict(es_base: dict | None, grpo_base: dict | None, grpo_es: dict 
     return "inconclusive", rule
 
 
+def es_concentrated(es_share: float, grpo_share: float, gaussian_share: float) -> bool:
+    """ES's update is more concentrated than GRPO's *and* than i.i.d. noise: its top-q share of
+    ||dW||^2 exceeds GRPO's and the i.i.d. Gaussian update's by CONCENTRATION_MARGIN (relative).
+
+    The Gaussian is the reference because an ES update is a weighted sum of i.i.d. Gaussian
+    perturbations, dense and unconcentrated by construction (issue 29); its top-1% share at
+    1.3e8 entries has a sampling error near 1e-4 relative, so a margin of 5% tells structure from
+    noise. Without the Gaussian reference, an update that *is* noise (ES, 0.08448 against the
+    Gaussian's 0.08449 in the v2 study) reads as "more concentrated" than one lighter-tailed than
+    noise (GRPO's Adam steps, 0.0801)."""
+    return es_share > grpo_share and es_share > gaussian_share * (1 + CONCENTRATION_MARGIN)
+
+
 def sparsity_verdict(sparser: list | None, concentrated: list | None) -> tuple[str, str]:
     """`sparser`: per bf16 run, ES changed a smaller share of bf16 weights than GRPO;
-    `concentrated`: per seed, ES's top-1% share above GRPO's at matched norm."""
-    rule = ("ES sparser in bf16 and more concentrated at matched norm in every seed: supported; one of the two: "
-            "partly supported; neither: contradicted; seeds disagreeing: inconclusive; no bf16 run or matched pair: "
-            "not tested")
+    `concentrated`: per seed, `es_concentrated` at matched norm (top-1% share)."""
+    rule = (f"ES sparser in bf16 and, in every seed, more concentrated at matched norm (top-1% share of ||dW||^2 "
+            f"above GRPO's and over {CONCENTRATION_MARGIN:.0%} above an i.i.d. Gaussian update's): supported; one of "
+            "the two: partly supported; neither: contradicted; seeds disagreeing: inconclusive; no bf16 run or "
+            "matched pair: not tested")
     if not sparser or not concentrated:
         return "not tested", rule
     a, b = (all(x) if len(set(x)) == 1 else None for x in (sparser, concentrated))
@@ -504,7 +524,8 @@ def _sparsity_claim(f: dict) -> dict:
         if row["matched"] is None:
             continue
         q = row["qs"].index(0.01) if 0.01 in row["qs"] else 0
-        concentrated.append(row["top_share"]["es"][q] > row["top_share"]["grpo"][q])
+        concentrated.append(es_concentrated(row["top_share"]["es"][q], row["top_share"]["grpo"][q],
+                                            row["gaussian_top_share"][q]))
     return _claim("sparsity", "ES updates are sparse and concentrated", sparsity_verdict(sparser, concentrated or None),
                   None, bf16=bf16, matched=s.get("matched"), picked_fp32=s.get("picked_fp32"))
 

@@ -355,7 +355,9 @@ def _stopping(study: Study) -> dict:
 
 def _budget(study: Study) -> dict:
     """Per arm and seed: completions and generated tokens (from the training logs) and the
-    train stage's wall time (study.json)."""
+    train stage's wall time (study.json); and the wall time of every stage but `findings` and
+    `report` (these two run after the figure is taken, so their own times cannot be in it and a
+    rerun of them must not change it)."""
     out = {}
     for m in study.methods:
         rows = []
@@ -365,7 +367,8 @@ def _budget(study: Study) -> dict:
                 rows.append({"seed": s, **r.get("budget", {}), "train_seconds": record.get("seconds")})
         out[m] = rows
     stages = study.state["stages"]
-    out["stage_seconds_total"] = round(sum(v.get("seconds") or 0.0 for v in stages.values()), 1)
+    out["stage_seconds_total"] = round(sum(v.get("seconds") or 0.0 for name, v in stages.items()
+                                           if name not in ("findings", "report")), 1)
     return out
 
 

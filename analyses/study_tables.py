@@ -163,7 +163,7 @@ def _stopping_table(f: dict) -> list[str]:
 
 def _budget_table(f: dict) -> list[str]:
     b = f["budget"]
-    out = ["", f"Budget (figures.budget; measured from the training logs and study.json; all stages "
+    out = ["", f"Budget (figures.budget; measured from the training logs and study.json; every stage but findings and report "
                f"{b['stage_seconds_total']} s):", "", "| arm | seed | completions | generated tokens | train seconds |",
            "|---|---|---|---|---|"]
     for m, rows in b.items():

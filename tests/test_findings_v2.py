@@ -12,6 +12,7 @@ from analyses.study_findings import (
     VERDICTS,
     coverage_verdict,
     entropy_verdict,
+    es_concentrated,
     forgetting_verdict,
     sequence_verdict,
     sparsity_verdict,
@@ -29,6 +30,9 @@ SMALL_SIGNIFICANT_LOSS = {"difference": -0.012, "ci_low": -0.02, "ci_high": -0.0
     (UP, DOWN, DOWN, "partly supported"),   # both narrow, ES less
     (DOWN, UP, ZERO, "contradicted"),
     (ZERO, DOWN, ZERO, "inconclusive"),
+    (ZERO, ZERO, ZERO, "inconclusive"),
+    (ZERO, UP, UP, "contradicted"),         # GRPO widened pass@k where the claim says it narrows (v2, T 0.6)
+    (UP, UP, UP, "partly supported"),       # GRPO widened it, but ES is further ahead: the direction holds
     (None, None, None, "not tested"),       # no k where the base clears its chance floor
 ])
 def test_coverage_verdict(es_grpo, grpo_base, es_base, verdict):
@@ -57,6 +61,17 @@ def test_entropy_verdict(es_base, grpo_base, grpo_es, verdict):
 ])
 def test_sparsity_verdict(sparser, concentrated, verdict):
     assert sparsity_verdict(sparser, concentrated)[0] == verdict
+
+
+@pytest.mark.parametrize(("es", "grpo", "gaussian", "concentrated"), [
+    (0.08448, 0.08012, 0.08449, False),  # v2 seed 0: ES is i.i.d. noise, GRPO lighter-tailed than noise
+    (0.08449, 0.08405, 0.08449, False),  # v2 seed 2: all three equal to 3 decimals
+    (0.20, 0.08, 0.0845, True),          # a heavy-tailed ES update
+    (0.20, 0.25, 0.0845, False),         # concentrated, but GRPO more so
+    (0.0880, 0.08, 0.0845, False),       # 4% above noise: inside the margin
+])
+def test_es_is_concentrated_only_above_both_grpo_and_iid_noise(es, grpo, gaussian, concentrated):
+    assert es_concentrated(es, grpo, gaussian) is concentrated
 
 
 @pytest.mark.parametrize(("es_base", "es_grpo", "informative", "verdict"), [
@@ -178,11 +193,13 @@ def test_a_bf16_update_that_rounds_to_nothing_is_not_tested_not_sparse():
     from analyses.study_findings import _sparsity_claim
 
     matched = {0: {"matched": {"es": {"step": 3}, "grpo": {"step": 12}}, "qs": [0.01],
-                   "top_share": {"es": [0.5], "grpo": [0.1]}}}
+                   "top_share": {"es": [0.5], "grpo": [0.1]}, "gaussian_top_share": [0.0845]}}
     f = {"sparsity": {"bf16": {"es": {"changed_frac_bits": 0.0}, "grpo": {"changed_frac_bits": 0.3}}, "matched": matched}}
     assert _sparsity_claim(f)["verdict"] == "not tested"
     f["sparsity"]["bf16"]["es"]["changed_frac_bits"] = 0.1
     assert _sparsity_claim(f)["verdict"] == "supported"
+    matched[0]["top_share"]["es"] = [0.0845]  # as i.i.d. noise: sparser in bf16 only
+    assert _sparsity_claim(f)["verdict"] == "partly supported"
 
 
 def test_the_chance_level_reads_the_recorded_file_from_above_the_study_wherever_it_runs(tmp_path, monkeypatch):
@@ -268,3 +285,18 @@ def test_entropy_per_token_counts_only_the_samples_that_have_one():
     assert _token_weighted(np.array([1.0, 3.0]), np.array([1.0, 3.0])) == 2.5
     assert _token_weighted(np.array([1.0, np.nan]), np.array([1.0, 3.0])) == 1.0  # was 1 / 4 of the tokens
     assert np.isnan(_token_weighted(np.array([np.nan]), np.array([2.0])))
+
+
+def test_the_stage_time_total_leaves_out_findings_and_report_so_rerunning_them_does_not_change_it(tmp_path):
+    """findings.json is written while its own stage runs: a total over every stage would count an
+    earlier findings/report run's seconds and disagree with study.json after a rerun."""
+    from analyses.study_seeded import Study, _budget
+
+    _hand_made_study(tmp_path)
+    state = json.loads((tmp_path / "study.json").read_text())
+    state["stages"]["passk-base"]["seconds"] = 10.0
+    state["stages"]["passk-grpo-s0"]["seconds"] = 2.5
+    state["stages"]["findings"] = {"status": "done", "seconds": 5.0}
+    state["stages"]["report"] = {"status": "done", "seconds": 19.6}
+    (tmp_path / "study.json").write_text(json.dumps(state))
+    assert _budget(Study(tmp_path))["stage_seconds_total"] == 12.5

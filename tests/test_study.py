@@ -466,3 +466,24 @@ def test_dry_run_says_how_far_the_study_is_and_the_time_left_from_the_done_stage
     assert line == ("done: 4 of 7 stages; estimated tokens left: 2,500,000; 1.9 to 2.8 h of stage time left (at "
                     "the fastest done stage of each kind, and at their pooled rate)")
     assert plan_progress(stages, ["to run"] * 7, [None] * 7) == "done: 0 of 7 stages; estimated tokens left: 5,000,000"
+
+
+def test_a_stage_redone_after_its_folder_was_removed_records_its_own_time_and_a_resumed_one_adds(tmp_path):
+    """A done stage whose folder was removed runs again from nothing: its record holds that
+    run's seconds, not the removed run's plus these. An interrupted stage resumes: they add."""
+    from evalkit.study import _run_stage
+    from evalkit.study.stages import Stage, identity_hash
+
+    def run(folder: Path, results: dict) -> dict:
+        folder.mkdir(parents=True, exist_ok=True)
+        return {"file": "x"}
+
+    stage = Stage("findings", "findings", (), {"claims": "x", "inputs": {}}, 0, run)
+    for status, kept in (("done", False), ("interrupted", True)):
+        state = {"kind": "study", "stages": {"findings": {
+            "identity": stage.identity, "identity_hash": identity_hash(stage.identity), "out": "findings",
+            "status": status, "seconds": 500.0, "tokens_estimate": 0}}}
+        _run_stage(tmp_path, stage, state, None)
+        record = state["stages"]["findings"]
+        assert record["status"] == "done"
+        assert (record["seconds"] >= 500.0) is kept and record["seconds"] < 510.0, (status, record["seconds"])

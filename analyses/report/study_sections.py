@@ -187,6 +187,6 @@ def _budget(f: dict) -> Section | None:
     rows = [{"arm": m, **r} for m, rs in b.items() if isinstance(rs, list) for r in rs]
     if not rows:
         return None
-    return Section("study-budget", "Budget", (f"Every stage: {b['stage_seconds_total']} s of wall time.",
+    return Section("study-budget", "Budget", (f"Every stage but findings and report: {b['stage_seconds_total']} s of wall time.",
                                               Table("study_budget", "Completions, tokens and training time per arm "
                                                     "and seed", pd.DataFrame(rows))))

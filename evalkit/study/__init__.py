@@ -213,7 +213,9 @@ def _run_stage(out: Path, stage, state: dict, on_stage) -> None:
 
     record = state["stages"].get(stage.name) or {}
     same = stage.name in state["stages"] and recorded_hash(state, stage.name) == identity_hash(stage.identity)
-    seconds = record.get("seconds", 0.0) if same else 0.0
+    # an interrupted or failed stage resumes and its time adds up; a done one runs again only
+    # because its folder was removed, so its earlier time was spent on outputs that are gone
+    seconds = record.get("seconds", 0.0) if same and record.get("status") != "done" else 0.0
     record = {"identity": stage.identity, "identity_hash": identity_hash(stage.identity), "out": stage.out,
               "status": "running", "seconds": seconds, "tokens_estimate": stage.tokens}
     state["stages"][stage.name] = record
