@@ -27,9 +27,12 @@ import numpy as np
 
 from analyses.runs import load_run
 
-__all__ = ["Study", "seeded_figures", "N_BOOT"]
+__all__ = ["Study", "seeded_figures", "N_BOOT", "AFTER_FIGURES", "STAGE_TIME_LABEL"]
 
 N_BOOT = 2000
+# the stages that run after the figures are taken: the budget's stage time leaves them out
+AFTER_FIGURES = ("findings", "report")
+STAGE_TIME_LABEL = f"every stage but {' and '.join(AFTER_FIGURES)}"
 
 
 def _interval(values) -> dict:
@@ -355,9 +358,9 @@ def _stopping(study: Study) -> dict:
 
 def _budget(study: Study) -> dict:
     """Per arm and seed: completions and generated tokens (from the training logs) and the
-    train stage's wall time (study.json); and the wall time of every stage but `findings` and
-    `report` (these two run after the figure is taken, so their own times cannot be in it and a
-    rerun of them must not change it)."""
+    train stage's wall time (study.json); and the wall time of every stage but AFTER_FIGURES
+    (they run after the figure is taken, so their own times cannot be in it and a rerun of them
+    must not change it)."""
     out = {}
     for m in study.methods:
         rows = []
@@ -368,7 +371,7 @@ def _budget(study: Study) -> dict:
         out[m] = rows
     stages = study.state["stages"]
     out["stage_seconds_total"] = round(sum(v.get("seconds") or 0.0 for name, v in stages.items()
-                                           if name not in ("findings", "report")), 1)
+                                           if name not in AFTER_FIGURES), 1)
     return out
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import shlex
 
+from analyses.study_seeded import STAGE_TIME_LABEL
+
 __all__ = ["seeded_markdown", "ci", "num", "seeds_text"]
 
 
@@ -163,7 +165,7 @@ def _stopping_table(f: dict) -> list[str]:
 
 def _budget_table(f: dict) -> list[str]:
     b = f["budget"]
-    out = ["", f"Budget (figures.budget; measured from the training logs and study.json; every stage but findings and report "
+    out = ["", f"Budget (figures.budget; measured from the training logs and study.json; {STAGE_TIME_LABEL} "
                f"{b['stage_seconds_total']} s):", "", "| arm | seed | completions | generated tokens | train seconds |",
            "|---|---|---|---|---|"]
     for m, rows in b.items():

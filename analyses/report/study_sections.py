@@ -15,6 +15,7 @@ import pandas as pd
 
 import analyses.report.figures as F
 from analyses.report.document import Figure, Section, Table
+from analyses.study_seeded import STAGE_TIME_LABEL
 from analyses.study_tables import seeds_text
 
 __all__ = ["study_sections"]
@@ -187,6 +188,6 @@ def _budget(f: dict) -> Section | None:
     rows = [{"arm": m, **r} for m, rs in b.items() if isinstance(rs, list) for r in rs]
     if not rows:
         return None
-    return Section("study-budget", "Budget", (f"Every stage but findings and report: {b['stage_seconds_total']} s of wall time.",
+    return Section("study-budget", "Budget", (f"{STAGE_TIME_LABEL.capitalize()}: {b['stage_seconds_total']} s of wall time.",
                                               Table("study_budget", "Completions, tokens and training time per arm "
                                                     "and seed", pd.DataFrame(rows))))
