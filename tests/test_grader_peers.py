@@ -38,8 +38,6 @@ DIVERGENCES = {  # (repo, test function, line): why evalkit's verdict differs
         "'Answer \\( \\n 9 \\n \\)': as above, the answer is readable",
     ("huggingface/Math-Verify", "test_math_extraction_additional_cases", 754):
         "gold (1,3) is a pair or an interval; the set {1,3} is neither",
-    ("huggingface/Math-Verify", "test_numina_cases", 54):
-        "gold 'p=5,q=2;p=7,q=2' as pairs (5,2),(7,2): evalkit does not pair named values (a limit)",
     ("huggingface/Math-Verify", "test_numina_cases", 121):
         "gold W(n) = 1 and W(n) = -1 against W(x)=1orW(x)=-1: another variable, and 'or' glued to the names",
     ("huggingface/Math-Verify", "test_open_thoughts", 24):

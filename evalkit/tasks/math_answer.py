@@ -46,6 +46,7 @@ from evalkit.tasks.math_text import (
     EQUALS,
     FILLER,
     LATEX_START,
+    MIXED,
     TIME,
     TUPLE,
     VALUE,
@@ -64,7 +65,11 @@ from evalkit.tasks.math_text import (
 
 __all__ = ["Found", "final_answer", "last_boxed", "box_group"]
 
-_PHRASE = re.compile(r"(?i:answer)\"?(?:\s*\([^()\n]{0,30}\))?\s*(?:\*\*)?\s*(?::|=|\bis\b:?)\s*(?:\*\*)?|####")
+_PHRASE = re.compile(  # English, French, Spanish, German, Chinese (GAOKAO-Bench's 【答案】, CMATH's 答案是)
+    r"(?i:answer|r[ée]ponse|respuesta|antwort)\"?(?:\s*\([^()\n]{0,30}\))?\s*(?:\*\*)?\s*"
+    r"(?::|=|\b(?i:is|est|es|ist)\b(?:\s+donc\b)?:?)\s*(?:\*\*)?"
+    r"|####|【答案】\s*[:：]?|答案\s*(?:是|为|為|[:：])\s*[:：]?|(?<![\u3400-\u9fff])答\s*[:：]")
+_CJK = re.compile(r"[\u3400-\u9fff]")
 _JSON_VALUE = re.compile(r'\s*"((?:[^"\\\n]|\\.)*)"')  # ZeroEval's {"answer": "..."}
 _LATEX_COMMAND = re.compile(r"\s*-?\\(?:d?frac|sqrt|pi|tfrac|text|mathrm|begin|left)")
 _CONNECTIVE = re.compile(
@@ -83,9 +88,14 @@ _MATHY_TOKEN = re.compile(r"\d|[\\^_=+*/()<>]|^\(?[A-Za-z]\)?$|^(?i:" + "|".join
     "seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred".split()) + ")$")
 _MAX_GROUP = 24  # boxes read as one answer at most (a set of roots, not a wall of boxes)
 _WINDOW = 300  # characters after a phrase that its answer may span (keeps grading linear in the text)
-_SENTENCE_END = re.compile(r"\n|\.(?=\s|$)|;\s|!(?=\s|$)")
+_SENTENCE_END = re.compile(r"\n|\.(?=\s|$)|;\s|!(?=\s|$)|[。！；]")
+# the next exercise a model invents: lm-eval stops generation at "Question:" / "Problem:", a few-shot
+# prompt's "Q:"; base models also write "Problem 2." or a chat turn ("Human:")
 _INVENTED = re.compile(r"\n\s*(?:\**(?:now (?:it )?is your turn|your turn|now you try|try this|exercise|question|"
-                       r"problem)\b[^\n]{0,40}:|given this context, can you)", re.IGNORECASE)
+                       r"problem)\b[^\n]{0,40}:|given this context, can you|(?:q|human|user|问题|题目)\s*\d*\s*[:：]"
+                       r"|problem\s+\d+\b)", re.IGNORECASE)
+_MARKERS = re.compile(r"<eo[ae]>")  # GAOKAO-Bench's end of explanation / end of answer
+_JOINER = re.compile(r"[ \t]*,?[ \t]+(?:and|or)[ \t]+|[ \t]*[和或][ \t]*")
 _CODE = re.compile(r"```(?!output).*?(?:```|$)", re.DOTALL)  # a program, not its ```output
 _CALC = re.compile(r"<<[^<>]*>>")
 _BLANK = re.compile(r"\s*_{2,}")
@@ -109,26 +119,37 @@ def last_boxed(text: str) -> str | None:
 
 
 def final_answer(completion: str, question: str, fallbacks: tuple[str, ...] = ("equation", "last number"),
-                 restate: bool = True) -> Found | None:
+                 restate: bool = True, expect: int = 1) -> Found | None:
     """The answer the completion commits to under the contract above, or None. `restate`:
-    flag unevaluated expressions of the question's numbers (for a gold that is a number)."""
-    text = _CALC.sub("", answer_text(completion))
+    flag unevaluated expressions of the question's numbers (for a gold that is a number).
+    `expect`: how many answers the gold lists (one box per root or part is read as a list)."""
+    text = _invented_cut(_MARKERS.sub("\n", _CALC.sub("", answer_text(completion))), question)
     found_operands = operands(question) if restate else set()
-    found = _anchored(text)
+    found = _anchored(text, expect)
     if found is not None:
         return Found(found.text, found.rule, bool(found.text) and restates(found.text, found_operands))
     return _fallback(_CODE.sub(" ", text), found_operands, fallbacks)
 
 
-def _anchored(text: str) -> Found | None:
+def _invented_cut(text: str, question: str = "") -> str:
+    """The text before the first exercise the model invents after writing something (a
+    completion that opens by restating "Question: ..." is kept whole). A numbered marker
+    ("Question 5:") is the answer's own part when the problem asks numbered questions."""
+    numbered = len(re.findall(r"(?m)^\s*\(?\d+[.)]", question)) >= 2
+    for invented in _INVENTED.finditer(text):
+        if numbered and re.search(r"\d", invented.group()):
+            continue
+        if re.search(r"[0-9A-Za-z]|" + _CJK.pattern, text[: invented.start()]):
+            return text[: invented.start()]
+    return text
+
+
+def _anchored(text: str, expect: int = 1) -> Found | None:
     """The last box group or final-answer phrase (see the module docstring); an empty
     Found for an unfinished box or a blank answer slot."""
-    invented = _INVENTED.search(text)
-    if invented and (box_group(text[: invented.start()]) or _PHRASE.search(text, 0, invented.start())):
-        text = text[: invented.start()]
     if _unclosed_box(text):
         return Found("", "unfinished box")
-    box = box_group(text)
+    box = box_group(text, expect)
     best = (box[0], Found(box[1], box[2])) if box else None
     for match in _PHRASE.finditer(text):
         if box and (match.end() <= box[0] or not _final_phrase(text, match)):
@@ -173,13 +194,17 @@ def _unclosed_box(text: str) -> bool:
 
 
 def _final_phrase(text: str, match: re.Match) -> bool:
-    """ "The final answer is", "the answer is", "####": what may override an earlier box."""
+    """ "The final answer is", "the answer is", "####", "la réponse est", "答案是": what may
+    override an earlier box."""
     before = text[max(0, match.start() - 7) : match.start()].lower()
-    return match.group() == "####" or before.endswith(("final ", "the ", "final **", "**final "))
+    return match.group() == "####" or match.group().startswith(("【", "答")) or before.endswith(
+        ("final ", "the ", "final **", "**final ", "la "))
 
 
-def box_group(text: str) -> tuple[int, str, str] | None:
-    """(end, value, rule) of the last box and the boxes joined to it by connectives."""
+def box_group(text: str, expect: int = 1) -> tuple[int, str, str] | None:
+    """(end, value, rule) of the last box and the boxes joined to it by connectives; when
+    a gold lists `expect` answers, the last `expect` distinct boxes (one box per root or
+    part, whatever stands between them)."""
     found = boxes(text)
     if not found:
         return None
@@ -193,6 +218,11 @@ def box_group(text: str) -> tuple[int, str, str] | None:
     for _, _, content in group:  # "\\boxed{x+11} or \\boxed{11+x}": one answer written twice
         if not any(equivalent(v, content) for v in values):
             values.append(content)
+    for _, _, content in reversed(found[: -len(group)][-_MAX_GROUP:]):
+        if len(values) >= min(expect, _MAX_GROUP):
+            break
+        if not any(equivalent(v, content) for v in values):
+            values.insert(0, content)
     return group[-1][1], ", ".join(values), "boxed" if len(values) == 1 else "boxes"
 
 
@@ -209,13 +239,27 @@ def _phrase_value(text: str, pos: int, *, math_only: bool) -> tuple[int, str] | 
         pos += 2 if text.startswith("\\$", pos) else 1
     if (time := TIME.match(text, pos)) is not None:
         return time.end(), time.group()
+    if (mixed := MIXED.match(text, pos)) is not None and int(mixed.group(2)) < int(mixed.group(3)):
+        return mixed.end(), mixed.group()  # 1 1/2
     if _LATEX_COMMAND.match(text, pos):
         end = _SENTENCE_END.search(text, pos, pos + _WINDOW)
         stop = end.start() if end else min(len(text), pos + _WINDOW)
         return (stop, text[pos:stop].strip().rstrip("$").strip()) if text[pos:stop].strip() else None
     if (match := VALUE.match(text, pos)) is not None:
-        return number_led(text, match)
+        return _joined(text, *number_led(text, match))
     return None if math_only else _text_value(text, pos)
+
+
+def _joined(text: str, end: int, value: str) -> tuple[int, str]:
+    """A number followed by more numbers joined by "and" / "or" / 和 is a list: "2 and 3" ->
+    `2, 3` (not "7 and 10 = 17", which number_led reads as its result)."""
+    values = [value]
+    while (joiner := _JOINER.match(text, end)) is not None and (more := VALUE.match(text, joiner.end())):
+        if re.match(r"[ \t]*(?:=|[A-Za-z]*\s*=)", text[more.end():]):
+            break
+        values.append(clean(more))
+        end = more.end()
+    return end, ", ".join(values)
 
 
 def _box_end(text: str, box: re.Match) -> int:
@@ -229,7 +273,11 @@ def _text_value(text: str, pos: int) -> tuple[int, str] | None:
     end = _SENTENCE_END.search(text, pos, pos + _WINDOW)
     stop = end.start() if end else min(len(text), pos + _WINDOW)
     value = text[pos:stop].strip().strip("*").strip().strip("\"'`").strip()
-    if not value or not re.search(r"[A-Za-z0-9]", value) or _STOP_WORD.match(value):
+    if re.fullmatch(r"\(?[A-Z]\)?", value) or re.match(r"\([A-Z]\)(?:\s|$)", value):
+        return stop, value  # a letter answer: "A", "(C) 12" (not the article in "a total of 5")
+    if _CJK.search(value) and (numbers := list(VALUE.finditer(value))):
+        return stop, clean(numbers[-1])  # "他看了3页" (he read 3 pages): its number
+    if not value or not re.search(r"[A-Za-z0-9]|" + _CJK.pattern, value) or _STOP_WORD.match(value):
         return None
     words = len(re.findall(r"[A-Za-z]{2,}", value))
     if len(value) <= 60 and (words <= 1 or words <= 3 and not VALUE.search(value)):
@@ -290,6 +338,8 @@ def _one_value(body: str) -> bool:
     the equation rule), and one token only if it is math (`2x`, `\\frac12`, `E`, `four`; not
     `7twQ`, whose number the last-number rule reads)."""
     bare = re.sub(r"\\[A-Za-z]+", "", body)
+    if _CJK.search(body) and not re.fullmatch(r"-?[\d.,/]+\s*[\u3400-\u9fff]{1,4}", body):
+        return False  # a sentence in Chinese ("所以一共有858颗"): its number is read by the last-number rule
     if re.search(r"(?<![<>!\\])=(?![=>])", body) and not re.search(r"[A-Za-z]", body.split("=")[0]):
         return False
     if re.search(r"[@&;~?!|\"'<>]|[=+\-*/^]$", body):
@@ -329,4 +379,5 @@ def _last_number(text: str) -> list[tuple[int, str]]:
     text = frac_to_slash(text)
     found = [(m.end(), clean(m)) for m in VALUE.finditer(text)]
     found += [(m.end(), m.group()) for m in TUPLE.finditer(text)]
+    found += [(m.end(), m.group()) for m in MIXED.finditer(text) if int(m.group(2)) < int(m.group(3))]
     return sorted(found, reverse=True)

@@ -48,9 +48,18 @@ import re
 from fractions import Fraction
 from functools import lru_cache
 
+from evalkit.tasks.math_forms import (
+    clock,
+    complex_value,
+    named_groups,
+    proportional,
+    same_significant,
+    same_time,
+    scientific,
+)
 from evalkit.tasks.math_value import value
 
-__all__ = ["normalize", "equivalent", "plain_number", "split_top", "is_prose"]
+__all__ = ["normalize", "equivalent", "plain_number", "split_top", "is_prose", "answer_count"]
 
 _WORDS = {w: i for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
@@ -60,22 +69,29 @@ _THIN = re.compile(r"\\[,;:!]|\\q?quad\b|\\displaystyle|\\(?:big|Big|bigg|Bigg)(
 _LEFT_RIGHT = re.compile(r"\\(?:left|right)(?![a-zA-Z])")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ\b|°|\\degree\b")
 _PERCENT = re.compile(r"\\?%|\\text\{\s*percent\s*\}|\s+percent\b|\s+pct\b")
-_AND = re.compile(r",?\s*\\text\{\s*,?\s*(?:and|or)\s*\}\s*|,?\s+and\s+|(?<![A-Za-z\\])\s*or\s*(?![A-Za-z])")
+_AND = re.compile(r",?\s*\\text\{\s*,?\s*(?:and|or)\s*\}\s*|,?\s+and\s+|(?<![A-Za-z\\])\s*or\s*(?![A-Za-z])|\s*[和或及]\s*")
 _WRAP = re.compile(r"\\(?:text|textbf|textit|textnormal|mathrm|mathbf|mbox|operatorname)\s*\{([^{}]*)\}")
-_UNIT = re.compile(r"^(?P<v>.*?\S)\s*\\(?:text|mbox|textnormal|mathrm)\s*\{\s*[^{}]*\}(?:\s*\^\s*\{?[23]\}?)?\s*\.?$")
+_UNIT = re.compile(r"^(?P<v>.*?\S)\s*\\(?:text|mbox|textnormal|mathrm)\s*\{\s*[^{}]*\}(?:\s*\^\s*\{?-?[1-9]\}?)?\s*\.?$")
 _WORDS_AFTER_NUMBER = re.compile(r"^(?P<v>-?[\d.,/]*\d(?:\s*\\pi)?)\s+(?:[A-Za-z]{2,}\.?\s*)+(?:\^\s*\{?[23]\}?)?$")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _SPACE_THOUSANDS = re.compile(r"-?\d{1,3}(?: \d{3})+(?:\.\d+)?")
-_TIME = re.compile(r"(?i)^(\d{1,2}):(\d{2})\s*(?:([ap])\.?\s*m\.?)?$")
+_CJK_UNIT = re.compile(r"^(?P<v>-?[\d.,/]*\d(?:\s*\\pi)?)\s*[\u3400-\u9fff]{1,4}$")  # 858颗, 3页, 12元
+_MIXED = re.compile(r"(?<![\d.,/])(\d+)\s+(\d+)\s*/\s*(\d+)(?![\d/.])")  # 1 1/2
+# one spelling for characters that models write in more than one way
+_CHARACTERS = str.maketrans({"π": "\\pi ", "√": "\\sqrt", "−": "-", "×": "\\times ", "·": "\\cdot ", "，": ",",
+                             "（": "(", "）": ")", "：": ":", "；": ";", "、": ",", "\u00a0": " ", "\u202f": " ",
+                             "\u2009": " "})
 _LETTER = re.compile(r"^\(?([A-Z])\)?$")
 _PROSE_WORD = re.compile(r"[A-Za-z]{2,}")
 _RELATION = re.compile(r"(?<![<>!\\])=(?!=)")
 _SIMPLE_LHS = re.compile(r"^(?:[A-Za-z](?:_\{?\w+\}?)?(?:\(\w\))?|\\[a-z]+)$")
+_FUNCTION_LHS = re.compile(r"^(?:y|[a-z]\([a-z]\))$")  # y, f(x), y(x), g(t): a function named by its value
 
 
 def normalize(text: str) -> str:
     """The normalised form of an answer (module docstring), without its spaces removed."""
-    s = text.strip().replace("\n", " ")
+    s = text.strip().replace("\n", " ").translate(_CHARACTERS)
+    s = _MIXED.sub(_mixed, s)
     s = _LEFT_RIGHT.sub("", s)
     s = re.sub(r"\\[dtc]frac", r"\\frac", s)
     s = s.replace(",\\!", "").replace("\\!", "")  # "10,\\!000" (Minerva drops ",\\!")
@@ -102,14 +118,20 @@ def normalize(text: str) -> str:
     return s
 
 
+def _mixed(match: re.Match) -> str:
+    """`1 1/2` -> `1\\frac{1}{2}` (a mixed number written in plain text); `3 5/4` stays."""
+    whole, num, den = match.groups()
+    return f"{whole}\\frac{{{num}}}{{{den}}}" if 0 < int(num) < int(den) else match.group()
+
+
 def _strip_units(s: str) -> str:
     """`85\\text{ feet}` -> `85`, `15\\mbox{ cm}^2` -> `15`, `5 apples` -> `5`: a unit after
     a value (hendrycks' `_remove_right_units`, Qwen2.5-Math's trailing `\\text{...}`)."""
-    for _ in range(2):  # "12\\text{ square}\\text{ feet}"
+    for _ in range(3):  # "12\\text{ square}\\text{ feet}", "15000 \\text{ kcal m}^{-2} \\text{ yr}^{-1}"
         match = _UNIT.match(s)
-        if match and not _TIME.match(_WRAP.sub(r"\1", s).strip()):
+        if match and clock(_WRAP.sub(r"\1", s)) is None:
             s = match.group("v").strip()
-    match = _WORDS_AFTER_NUMBER.match(s)
+    match = _WORDS_AFTER_NUMBER.match(s) or _CJK_UNIT.match(s)
     return match.group("v") if match else s
 
 
@@ -183,7 +205,7 @@ def split_top(s: str) -> list[str]:
 def plain_number(s: str, *, decimal_comma: bool = False) -> Fraction | None:
     """The exact value of a plain number: `-3`, `2.50`, `.4`, `7/2`, `\\frac{7}{2}`,
     `1\\frac{1}{4}` (a mixed number), `1000,99` with `decimal_comma`, a number word up to
-    twenty and the tens (`four`, `ninety`); else None."""
+    twenty and the tens (`four`, `ninety`), scientific notation (`3e8`, `6\\times10^{-3}`); else None."""
     s = _key(s)
     if s.lower() in _WORDS:  # "Four" (Qwen2.5-Math converts word numbers with word2number)
         return Fraction(_WORDS[s.lower()])
@@ -201,7 +223,8 @@ def plain_number(s: str, *, decimal_comma: bool = False) -> Fraction | None:
     if match and int(match.group(4)) > 0 and int(match.group(3)) < int(match.group(4)):
         value = int(match.group(2)) + Fraction(int(match.group(3)), int(match.group(4)))
         return -value if match.group(1) else value
-    return None
+    sci = scientific(s)  # 3e8, 6\times10^{-3}, 10^{-8}
+    return sci[0] if sci else None
 
 
 def _numbers_equal(a: Fraction, b: Fraction) -> bool:
@@ -211,21 +234,26 @@ def _numbers_equal(a: Fraction, b: Fraction) -> bool:
         return True
     if a.denominator == 1 and b.denominator == 1:
         return False
-    return round(float(a), 6) == round(float(b), 6)
+    try:
+        return _close(float(a), float(b))
+    except OverflowError:  # a value past a float's range is equal only exactly
+        return False
 
 
-def _time(s: str) -> tuple | None:
-    match = _TIME.match(s.strip())
-    if not match:
-        return None
-    hour, minute, half = int(match.group(1)), int(match.group(2)), (match.group(3) or "").lower()
-    return hour, minute, half
+def _close(a: float, b: float) -> bool:
+    """Equal to 6 decimal places, or, for values that round to 0 there (`1e-8`), to a
+    relative 1e-6: `1e-8` is not `2e-8`, where math-verify's rounding makes them equal."""
+    if round(a, 6) != round(b, 6):
+        return False
+    return round(a, 6) != 0 or math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-300)
 
 
 def _text(s: str) -> str | None:
     """A text answer (letters, spaces and light punctuation, no math), lowercased; a list
     of single letters (`A, D`) in sorted order."""
     bare = s.replace("\\", "")
+    if re.fullmatch(r"[\u3400-\u9fff\s,.。]+", bare) and re.search(r"[\u3400-\u9fff]", bare):
+        return re.sub(r"[\s,.。]+", "", bare)  # a text answer in Chinese: 分层抽样
     if re.search(r"[\d^_{}=<>+*/]", bare) or not re.search(r"[A-Za-z]", bare):
         return None
     if re.fullmatch(r"\(?[A-Za-z]\)?(?:\s*,\s*\(?[A-Za-z]\)?)+", bare.strip()):
@@ -263,11 +291,16 @@ def _sides(s: str) -> list[str]:
 
 
 def equivalent(gold: str, answer: str) -> bool:
-    """Whether `answer` is the same answer as `gold` (module docstring); both raw text."""
+    """Whether `answer` is the same answer as `gold` (module docstring); both raw text. A gold
+    that lists forms of one answer with `##` (GAOKAO-Bench's `\\frac{3}{10} \\#\\# 0.3`)
+    accepts any of them."""
+    if "\\#\\#" in gold:
+        return any(equivalent(form, answer) for form in gold.split("\\#\\#") if form.strip())
     return _equal(normalize(gold), normalize(answer), depth=0)
 
 
 def _equal(gold: str, answer: str, depth: int) -> bool:
+    braced = (_unbrace(gold), _unbrace(answer)) != (gold.strip(), answer.strip())  # `{1, 3}`: a set
     gold, answer = _unbrace(gold), _unbrace(answer)
     if _key(gold) == _key(answer):
         return True
@@ -275,14 +308,25 @@ def _equal(gold: str, answer: str, depth: int) -> bool:
         return False
     if (decided := _simple(gold, answer)) is not None:
         return decided
-    if (decided := _structure(gold, answer, depth)) is not None:
+    if (decided := _structure(gold, answer, depth, braced)) is not None:
         return decided
     a, b = value(gold), value(answer)
     if a is not None and b is not None:  # no sympy needed
-        return math.isclose(a, b, rel_tol=1e-12) or round(a, 6) == round(b, 6)
+        return math.isclose(a, b, rel_tol=1e-12) or _close(a, b)
+    if (c := complex_value(gold)) is not None and (d := complex_value(answer)) is not None:
+        return abs(c - d) <= 1e-9 * max(1.0, abs(c))  # i(2-i) = 1+2i
     if (a is None) != (b is None) and _not_a_number(answer if a is not None else gold):
         return False  # a number is never a variable expression, an interval or a matrix
     return _math_verify(gold, answer)
+
+
+def answer_count(gold: str) -> int:
+    """How many answers a gold lists: `1, -2` and `1 \\pm \\sqrt{19}` two, `p=5,q=2;p=7,q=2`
+    two (solutions), a tuple or interval one."""
+    s = _unbrace(normalize(gold))
+    if (named := named_groups(s)) is not None:
+        return len(named[1])
+    return len(_expand_pm(split_top(s)))
 
 
 def _not_a_number(s: str) -> bool:
@@ -325,10 +369,9 @@ def _expand_pm(parts: list[str]) -> list[str]:
 
 def _simple(gold: str, answer: str) -> bool | None:
     """Times, letters, text and plain numbers; None when neither side is one of them."""
-    if (t := _time(gold)) is not None:
-        other = _time(answer)
-        return other is not None and (other == t or (not t[2] or not other[2]) and other[:2] == t[:2])
-    if (t := _time(answer)) is not None and re.fullmatch(r"\d{1,2}", gold):  # "2:00 pm" for GSM8K's gold 2
+    if clock(gold) is not None:
+        return same_time(gold, answer)
+    if (t := clock(answer)) is not None and re.fullmatch(r"\d{1,2}", gold):  # "2:00 pm" for GSM8K's gold 2
         return t[1] == 0 and t[0] == int(gold)
     if (letter := _letter(gold)) is not None and _text(gold) is not None:
         return _letter(answer) == letter or _text(answer) == _text(gold)
@@ -338,29 +381,78 @@ def _simple(gold: str, answer: str) -> bool | None:
     if number is not None:
         other = plain_number(answer, decimal_comma=True)
         if other is not None:
+            if (sci := scientific(_key(gold))) is not None:  # 4.5e33 is known to two digits
+                return same_significant(sci[0], sci[1], other)
             return _numbers_equal(number, other)
     return None
 
 
-def _structure(gold: str, answer: str, depth: int) -> bool | None:
-    """Lists, tuples and intervals, equations; None when the structure does not decide."""
-    if (g := _bracketed(gold)) is not None and (a := _bracketed(answer)) is not None:
+def _structure(gold: str, answer: str, depth: int, braced: bool = False) -> bool | None:
+    """Lists, tuples and intervals, named solutions, equations; None when the structure
+    does not decide. `braced`: a side was a set in braces (`{1,3}`, never an ordered pair)."""
+    g, a = _bracketed(gold), _bracketed(answer)
+    if g is not None and a is not None:
         return (g[0], g[2], len(g[1])) == (a[0], a[2], len(a[1])) and all(
             _equal(x, y, depth + 1) for x, y in zip(g[1], a[1], strict=True))
+    if (named := named_groups(gold)) is not None:
+        return _named_equal(named, answer, depth)
+    if not braced and (pair := _pair_and_list(gold, g, answer, a)) is not None:  # gold `10^{3},10`, answer `(1000, 10)`
+        golds, answers = pair
+        return all(_equal(x, y, depth + 1) for x, y in zip(golds, answers, strict=True))
     golds, answers = _distinct(_expand_pm(split_top(gold)), depth), _distinct(_expand_pm(split_top(answer)), depth)
     if len(golds) > 1 or len(answers) > 1:
         if len(golds) != len(answers):  # a partial answer (one root of two) is wrong (Math-Verify #47)
             return False
         return _matched(golds, answers, depth)
+    return _equation(gold, answer, depth)
+
+
+def _equation(gold: str, answer: str, depth: int) -> bool | None:
+    """Equations and answers that name their value (`k = 5`, `y = 2x`, `f(x) = 2x`)."""
     gold_sides, answer_sides = _sides(gold), _sides(answer)
     if len(gold_sides) == 1 and len(answer_sides) > 1:  # "k = 5" answers "5"
         return _equal(gold, answer_sides[-1], depth + 1)
     if len(gold_sides) == 2 and len(answer_sides) == 1 and _SIMPLE_LHS.match(_key(gold_sides[0])):
         return _equal(gold_sides[1], answer, depth + 1)  # gold "y = 2x + 3", answer "2x + 3"
+    if len(gold_sides) == 2 == len(answer_sides):
+        if _FUNCTION_LHS.match(_key(gold_sides[0])) and _FUNCTION_LHS.match(_key(answer_sides[0])):
+            return _equal(gold_sides[1], answer_sides[1], depth + 1)  # y = 2x+1 answers f(x) = 2x+1
+        if proportional(gold, answer):  # 4x-5y=-50 rearranged: decided without sympy
+            return True
     if "\\approx" in answer:
         exact, approx = answer.split("\\approx", 1)
         return _equal(gold, exact, depth + 1) or _equal(gold, approx, depth + 1)
     return None
+
+
+def _pair_and_list(gold: str, g: tuple | None, answer: str, a: tuple | None) -> tuple[list, list] | None:
+    """An ordered pair written once in parentheses and once as a bare list of as many values
+    (a gold `10^{3},10` for the pair `(1000, 10)`): both as lists, compared in order."""
+    if (g is None) == (a is None):
+        return None
+    pair, bare = (g, answer) if g is not None else (a, gold)
+    parts = split_top(bare)
+    if (pair[0], pair[2]) != ("(", ")") or len(parts) != len(pair[1]) or len(parts) < 2:
+        return None
+    return (pair[1], parts) if g is not None else (parts, pair[1])
+
+
+def _named_equal(named: tuple[list[str], list[dict]], answer: str, depth: int) -> bool:
+    """Solutions written as named values (`p=5,q=2;p=7,q=2`) against the same form in any
+    order of names, or tuples in the gold's order of names (`(5,2),(7,2)`): the same set."""
+    names, golds = named
+    other = named_groups(answer)
+    if other is not None:
+        if set(other[0]) != set(names):
+            return False
+        answers = other[1]
+    else:
+        tuples = [_bracketed(part) for part in split_top(answer)] if answer.startswith("(") else [_bracketed(f"({answer})")]
+        if any(t is None or t[0] != "(" or len(t[1]) != len(names) for t in tuples):
+            return False
+        answers = [dict(zip(names, t[1], strict=True)) for t in tuples]
+    rows = [tuple(group[n] for n in names) for group in golds]
+    return _matched([f"({','.join(r)})" for r in rows], [f"({','.join(a[n] for n in names)})" for a in answers], depth)
 
 
 def _distinct(parts: list[str], depth: int) -> list[str]:

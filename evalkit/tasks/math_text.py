@@ -4,8 +4,10 @@
     math_spans("so $x \\geq 5$ and $6 for pens")                          # [(14, "x \\geq 5")]
 
 Currency: a `$` before a number, with no closing `$` on its line or with words inside
-(`$6 for pencils and $3`), is money, not LaTeX. Numbers: `1,000` (thousands), `1000,99`
-(a decimal comma), `.4`, and an arithmetic chain of them (`3 + 4`), as one value.
+(`$6 for pencils and $3`), is money, not LaTeX. Numbers: `1,000` and `1 000` (thousands),
+`1000,99` (a decimal comma), `.4`, scientific notation (`3e8`, `9.98 x 10^-25`,
+`3 \\times 10^{8}`), digits glued to Chinese text (`858颗`), and an arithmetic chain of them
+(`3 + 4`), as one value; `MIXED` finds a mixed number in plain text (`1 1/2`).
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ import math
 import re
 
 __all__ = [
-    "VALUE", "TIME", "LATEX_START", "EQUALS", "FILLER", "BOX", "latex_env", "math_spans", "boxes", "close",
+    "VALUE", "MIXED", "TIME", "LATEX_START", "EQUALS", "FILLER", "BOX", "latex_env", "math_spans", "boxes", "close",
     "clean", "last_side", "numbers", "operands", "restates", "number_led", "frac_to_slash", "cut_off",
 ]
 
-_NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:[.,]\d+)?|\.\d+"
+_SCI = r"(?:[eE][-+]?\d+(?![\w.])|[ \t]*(?:\\times|\\cdot|×|x|\*)[ \t]*10[ \t]*\^[ \t]*(?:\{[ \t]*[-+−]?\d+[ \t]*\}|[-+−]?\d+))"
+_NUM = (r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d/,-])|\d+)(?:[.,]\d+)?(?:" + _SCI + r")?"
+        r"|\.\d+)")
+MIXED = re.compile(r"(?<![\d.,/])(\d+)[ \t]+([1-9]\d*)/(\d+)(?![\d/]|\.\d)")  # 1 1/2 (a proper fraction after a whole)
 _OP = r"(?:[-+*/×÷^]|\\times|\\cdot|\\div)"
-VALUE = re.compile(  # a number or an arithmetic chain of numbers on one line
-    rf"(?<![\w.\\])(?P<v>\(?-?(?:{_NUM})\)?(?:[ \t]*{_OP}[ \t]*\(?-?(?:{_NUM})\)?)*)(?P<pct>[ \t]*\\?%)?(?![\d])"
+VALUE = re.compile(  # a number or an arithmetic chain of numbers on one line; digits may touch CJK text (858颗)
+    rf"(?<![A-Za-z0-9_.\\])(?P<v>\(?-?(?:{_NUM})\)?(?:[ \t]*{_OP}[ \t]*\(?-?(?:{_NUM})\)?)*)(?P<pct>[ \t]*\\?%)?(?![\d])"
 )
 TUPLE = re.compile(rf"\(\s*-?(?:{_NUM})(?:\s*,\s*-?(?:{_NUM}))+\s*\)")
 TIME = re.compile(r"(?i)(?<![\d:])\d{1,2}:\d{2}(?:\s*[ap]\.?\s?m\b\.?)?(?![\d:])")
@@ -44,8 +49,8 @@ def latex_env(text: str, start: re.Match) -> str | None:
     inner = text[start.end() : end if end >= 0 else len(text)]
     if opener == "$":
         words = re.search(r"(?<![\\a-zA-Z{])[a-zA-Z]{3,}", re.sub(r"\\text\s*\{[^{}]*\}", "", inner))
-        if end < 0 or "\n" in inner or (re.match(r"\s*\d", inner) and words):
-            return None
+        if end < 0 or ("\n" in inner and "\\begin{" not in inner) or (re.match(r"\s*\d", inner) and words):
+            return None  # a `$` span holds one line, unless it is an environment (`\begin{pmatrix} 1 \\\n 2 ...`)
     return inner
 
 

@@ -9,12 +9,16 @@ Numbers, `+ - * / ^`, `\\frac`, `\\sqrt` (and `\\sqrt[n]`), `\\pi`, `\\cdot`, `\
 `\\div`, parentheses and braces, and implicit products (`2\\pi`, `3(4)`). Anything else
 (letters, functions, `\\pm`, a mixed number such as `1\\frac{1}{4}`, sets) has no value
 here, and the comparison goes to math-verify. Evaluated in floats with a whitelist of
-AST nodes; an overflow or a huge exponent has no value.
+AST nodes; an overflow or a huge exponent has no value. With `variables`, the named
+one-letter variables take the given values (`value("2x+1", variables={"x": 3.0})` is 7.0,
+`value("i(2-i)", variables={"i": 1j})` is (1+2j)): math_forms checks equations and complex
+constants with it.
 """
 
 from __future__ import annotations
 
 import ast
+import cmath
 import math
 import operator
 import re
@@ -25,21 +29,21 @@ _TOKEN = re.compile(r"\s*(?:(\d+\.?\d*|\.\d+)|(\\[a-zA-Z]+)|(.))")
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 
 
-def value(latex: str) -> float | None:
+def value(latex: str, variables: dict[str, float | complex] | None = None) -> float | complex | None:
     """The value of `latex` (module docstring), or None."""
     if len(latex) > 200 or re.search(r"\d\s*\\[dt]?frac", latex):  # a mixed number reads 1\frac14 = 5/4
         return None
-    python = _to_python(latex)
+    python = _to_python(latex, variables or {})
     if python is None:
         return None
     try:
         result = _eval(ast.parse(python, mode="eval").body)
     except (SyntaxError, ValueError, ZeroDivisionError, OverflowError, TypeError, RecursionError):
         return None
-    return result if result is not None and math.isfinite(result) else None
+    return result if result is not None and cmath.isfinite(result) else None
 
 
-def _to_python(latex: str) -> str | None:
+def _to_python(latex: str, variables: dict) -> str | None:
     """LaTeX tokens as a Python expression (`\\frac{a}{b}` -> `((a)/(b))`), or None."""
     out, pos, factor_end = [], 0, False
     text = latex.replace("\\left", "").replace("\\right", "").replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
@@ -51,13 +55,16 @@ def _to_python(latex: str) -> str | None:
         pos = match.end()
         if char is not None and char.isspace():
             continue
-        starts_factor = number is not None or command in ("\\frac", "\\sqrt", "\\pi") or char in ("(", "{")
+        variable = char is not None and char in variables
+        starts_factor = number is not None or command in ("\\frac", "\\sqrt", "\\pi") or char in ("(", "{") or variable
         if starts_factor and factor_end:
-            out.append("*")  # 2\pi, 3(4): an implicit product
+            out.append("*")  # 2\pi, 3(4), 2x: an implicit product
         if number is not None:
             out.append(number)
+        elif variable:
+            out.append(f"({variables[char]!r})")
         elif command is not None:
-            piece = _command(command, text, pos)
+            piece = _command(command, text, pos, variables)
             if piece is None:
                 return None
             out.append(piece[0])
@@ -69,11 +76,11 @@ def _to_python(latex: str) -> str | None:
             if char not in mapped:
                 return None
             out.append(mapped[char])
-        factor_end = number is not None or command is not None or char in (")", "}")
+        factor_end = number is not None or command is not None or char in (")", "}") or variable
     return "".join(out) or None
 
 
-def _command(command: str, text: str, pos: int) -> tuple[str, int] | None:
+def _command(command: str, text: str, pos: int, variables: dict) -> tuple[str, int] | None:
     """(python, new position) for one LaTeX command, or None when it has no value here."""
     if command in ("\\cdot", "\\times"):
         return "*", pos
@@ -84,18 +91,18 @@ def _command(command: str, text: str, pos: int) -> tuple[str, int] | None:
     if command == "\\frac":
         num, pos = _group(text, pos)
         den, pos = _group(text, pos) if num is not None else (None, pos)
-        if num is None or den is None or (a := _to_python(num)) is None or (b := _to_python(den)) is None:
+        if num is None or den is None or (a := _to_python(num, variables)) is None or (b := _to_python(den, variables)) is None:
             return None
         return f"(({a})/({b}))", pos
     if command == "\\sqrt":
         root = "2"
         if text.startswith("[", pos):
             end = text.find("]", pos)
-            if end < 0 or (root := _to_python(text[pos + 1 : end])) is None:
+            if end < 0 or (root := _to_python(text[pos + 1 : end], variables)) is None:
                 return None
             pos = end + 1
         body, pos = _group(text, pos)
-        if body is None or (inner := _to_python(body)) is None:
+        if body is None or (inner := _to_python(body, variables)) is None:
             return None
         return f"(({inner})**(1/({root})))", pos
     return None
@@ -117,9 +124,9 @@ def _group(text: str, pos: int) -> tuple[str | None, int]:
     return None, pos
 
 
-def _eval(node: ast.AST) -> float | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
-        return float(node.value)
+def _eval(node: ast.AST) -> float | complex | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, complex)):
+        return node.value if isinstance(node.value, complex) else float(node.value)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         inner = _eval(node.operand)
         return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
@@ -128,9 +135,16 @@ def _eval(node: ast.AST) -> float | None:
         if left is None or right is None:
             return None
         if isinstance(node.op, ast.Pow):
-            if abs(right) > 1000 or (left < 0 and right != int(right)):
-                return None
-            return math.pow(left, right)
+            return _power(left, right)
         op = _BINARY.get(type(node.op))
         return None if op is None else op(left, right)
     return None
+
+
+def _power(left: float | complex, right: float | complex) -> float | complex | None:
+    """`left ** right` for a real exponent up to 1000 (an integer one for a negative or complex base)."""
+    if isinstance(right, complex) or abs(right) > 1000:
+        return None
+    if isinstance(left, complex) or left < 0:
+        return left ** int(right) if right == int(right) else None
+    return math.pow(left, right)

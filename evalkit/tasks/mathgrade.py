@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from evalkit.tasks.base import Grade, Problem, unfinished_reasoning
 from evalkit.tasks.math_answer import Found, box_group, final_answer, last_boxed
-from evalkit.tasks.math_equal import equivalent, is_prose, normalize, plain_number
+from evalkit.tasks.math_equal import answer_count, equivalent, is_prose, normalize, plain_number
 
 __all__ = ["score", "final_answer", "last_boxed", "Found", "VERSION", "PROFILES", "Profile", "grade_answer"]
 
@@ -77,7 +77,7 @@ def score(completion: str, problem: Problem, profile: str = "math") -> Grade:
     if unfinished_reasoning(completion):
         return Grade("no_answer", None, "unfinished reasoning: <think> without </think>")
     restate = plain_number(normalize(gold)) is not None  # `2^{2005}` may answer a gold `2^{2005}`
-    found = final_answer(completion, problem.prompt, rules.fallbacks, restate)
+    found = final_answer(completion, problem.prompt, rules.fallbacks, restate, expect=answer_count(gold))
     if found is None or not found.text:
         return Grade("no_answer", None, found.rule if found else None)
     if found.restates:
