@@ -30,7 +30,7 @@ from evalkit.errors import StaleGrades, UsageError
 from evalkit.records import upgrade
 from evalkit.tasks import stale_grades
 
-__all__ = ["Run", "load_run", "load_runs", "task_key", "step_hint", "reference_answers", "load_problems",
+__all__ = ["Run", "load_run", "load_runs", "need_token_counts", "task_key", "step_hint", "reference_answers", "load_problems",
            "COLUMNS"]
 
 COLUMNS = ("problem_id", "sample_index", "completion", "extracted", "outcome", "detail",
@@ -110,11 +110,23 @@ def load_run(path: str | Path) -> Run:
     samples = _read_samples(path / "samples.jsonl")
     if samples.empty:
         raise UsageError(f"{path}: the run has no samples; rerun `evalkit passk` into it to resume")
-    if samples["num_tokens"].isna().any():
+    if samples["num_tokens"].isna().any() and not summary.get("import"):  # an import without a tokenizer may
         raise UsageError(f"{path}/samples.jsonl: samples without num_tokens; not an evalkit passk run?")
     if stale := stale_grades(summary):
         warnings.warn(f"{path}: {stale}", StaleGrades, stacklevel=2)
     return Run(path, summary, samples)
+
+
+def need_token_counts(paths: Sequence[str | Path], command: str) -> None:
+    """`command` counts tokens: refuse, in one line and before anything else is said, run folders
+    imported without them (num_tokens null: `evalkit import` without --tokenizer)."""
+    from evalkit.jsonio import read_samples
+
+    for path in paths:
+        samples = Path(path) / "samples.jsonl"
+        if samples.is_file() and any(r.get("num_tokens") is None for r in read_samples(samples)):
+            raise UsageError(f"{path}: imported without token counts (num_tokens null); evalkit {command} needs "
+                             "them: import again with --tokenizer MODEL")
 
 
 def task_key(run: Run) -> str:

@@ -2,6 +2,7 @@
 
     evalkit import lm-eval out/model/samples_gsm8k_2025-01-01T00-00-00.jsonl --out runs/lm-gsm8k
     evalkit import jsonl samples.csv --out runs/mine --gold-field answer --correct-field correct --keep-grades
+    evalkit import inspect logs/2025-01-01T00-00-00+00-00_gsm8k_AbC.eval --out runs/insp --keep-grades
 """
 
 from __future__ import annotations
@@ -19,16 +20,16 @@ __all__ = ["import_samples"]
 
 @with_options(ImportOptions, skip=("grades",))
 def import_samples(
-    format: Annotated[str, typer.Argument(help="lm-eval, lighteval, verl, trl, opencompass, evalscope, vllm or jsonl (also CSV).")],  # noqa: A002
-    path: Annotated[Path, typer.Argument(help="The file the tool wrote (or its folder, where the format says so).")],
+    format: Annotated[str, typer.Argument(help="lm-eval, lighteval, verl, trl, opencompass, evalscope, vllm, inspect or jsonl (also CSV).")],  # noqa: A002
+    path: Annotated[Path, typer.Argument(help="The file the tool wrote, or its folder (OpenCompass, evalscope, lm-eval: one run per dataset, in OUT/<dataset>/).")],
     out: Annotated[Path, typer.Option(help="New run folder: run.json (with the provenance), samples.jsonl, summary.json.")],
     keep_grades: Annotated[bool, typer.Option("--keep-grades", help="Keep the file's own per-sample grades (refused when it has none per completion).")] = False,
     regrade: Annotated[bool, typer.Option("--regrade", help="Grade every completion with evalkit's grader (the task's scorer).")] = False,
     **given,
 ) -> None:
-    """Import samples from lm-eval, lighteval, verl, TRL, OpenCompass, evalscope, vLLM or JSONL/CSV.
+    """Import samples from lm-eval, lighteval, verl, TRL, OpenCompass, evalscope, vLLM, inspect_ai or JSONL/CSV.
 
-    Example: evalkit import lm-eval out/samples_gsm8k_2025-01-01.jsonl --out runs/lm --tokenizer smollm2-135m
+    Example: evalkit import lm-eval out/samples_gsm8k_2025-01-01.jsonl --out runs/lm --filter flexible-extract
     Then every command reads it: evalkit regrade runs/lm; evalkit groups runs/lm; evalkit report runs/lm --out r
     """
     from evalkit.console import passk_progress, print_import

@@ -60,7 +60,7 @@ def entropy(
 
     Example: evalkit entropy runs/step100 runs/step200 runs/step300 --fit --steps 100,200,300
     """
-    from analyses.runs import load_runs
+    from analyses.runs import load_runs, need_token_counts
     from analyses.sample_stats import entropy_report
     from evalkit.options import EntropyOptions, ModelOptions
     from evalkit.outdir import claimed
@@ -80,6 +80,7 @@ def entropy(
         if teacher:
             report = _teacher_report(model_opts, samples, raw_prompt, opts)
             return _finish(report, folder, console_out.print_teacher)
+        need_token_counts(runs, "entropy")
         report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=fit)
         _finish(report, folder, console_out.print_entropy)
 
@@ -96,7 +97,7 @@ def length(
 
     Example: evalkit length runs/grpo --base runs/base --model smollm2-135m --out reports/len
     """
-    from analyses.runs import load_runs
+    from analyses.runs import load_runs, need_token_counts
     from analyses.sample_stats import length_report
     from evalkit.models import token_counter
     from evalkit.options import LengthOptions
@@ -105,6 +106,7 @@ def length(
     LengthOptions(quantiles=quantiles).validate()
     paths = [*runs, *([base] if base else [])]
     with claimed(out, "length", _inputs(*paths)) as folder:
+        need_token_counts(paths, "length")
         loaded = load_runs(paths, allow_mixed_tasks=allow_mixed_tasks)
         base_run = loaded.pop() if base else None
         report = length_report(loaded, base=base_run, count=token_counter(model) if model else None,

@@ -150,9 +150,11 @@ def _interval(row: dict) -> str:
 # ---------------------------------------------------------------- passk, regrade
 
 
-def print_passk(summary: dict, out: Path) -> None:
+def print_passk(summary: dict, out: Path, *, resumable: bool = True) -> None:
+    """`resumable` False (an import): uneven samples are what the source holds, not work to finish."""
     task = summary["task"]
-    title = f"pass@k  {summary['model']['name']} on {task['name']}  ({summary['problems_with_samples']} problems, n={summary['sampling']['n']})"
+    mark = "PARTIAL " if summary.get("partial") else ""
+    title = f"{mark}pass@k  {summary['model']['name']} on {task['name']}  ({summary['problems_with_samples']} problems, n={summary['sampling']['n']})"
     table = Table(title=title)
     for col in ("k", "pass@k", f"{int(summary['confidence'] * 100)}% CI", "problems", "excluded (n<k)"):
         table.add_column(col, justify="right")
@@ -162,8 +164,8 @@ def print_passk(summary: dict, out: Path) -> None:
     console.print(table)
     _print_voting(summary)
     counts = ", ".join(f"{k} {v}" for k, v in summary["outcomes"].items())
-    console.print(f"outcomes: {counts}")
-    if not summary["complete"]:
+    console.print(f"{mark.lower()}outcomes: {counts}")
+    if not summary["complete"] and resumable:
         console.print("[yellow]incomplete: rerun the same command to finish the missing samples[/yellow]")
     console.print(f"wrote {out / 'samples.jsonl'} and {out / 'summary.json'}")
 
@@ -175,7 +177,8 @@ def _print_voting(summary: dict) -> None:
         return
     rows = {key: {r["k"]: r for r in summary.get(key) or []} for key in ("pass_hat_k", "maj_at_k", "mg_pass_at_k")}
     rows["g_pass_at_k"] = {r["k"]: r for r in summary.get("g_pass_at_k") or [] if r["tau"] == 0.5}
-    table = Table(title="beside pass@k (their intervals: summary.json)")
+    mark = "PARTIAL " if summary.get("partial") else ""
+    table = Table(title=f"{mark}beside pass@k (their intervals: summary.json)")
     heads = (("pass^k (all k right)", "pass_hat_k"), ("maj@k", "maj_at_k"), ("G-Pass@k t=0.5", "g_pass_at_k"),
              ("mG-Pass@k", "mg_pass_at_k"))
     for col in ("k", *(head for head, _ in heads)):
@@ -185,18 +188,29 @@ def _print_voting(summary: dict) -> None:
     console.print(table)
     mean = summary.get("mean_at_n") or {}
     why = (summary.get("voting") or {}).get("maj_not_computed")
-    console.print(f"mean@n {num(mean.get('mean_at_n'))} {_interval(mean)}" + (f"; maj@k not computed: {why}" if why else ""))
+    console.print(f"{mark.lower()}mean@n {num(mean.get('mean_at_n'))} {_interval(mean)}" + (f"; maj@k not computed: {why}" if why else ""))
 
 
 def print_import(summary: dict, out: Path) -> None:
-    """The imported run's pass@k tables, then where the samples came from and what was counted."""
+    """The imported run's pass@k tables, then where the samples came from and what was counted; a
+    folder of several datasets prints each run in turn."""
+    if "runs" in summary:
+        for name, one in summary["runs"].items():
+            print_import(one, out / name)
+        return
     info = summary["import"]
-    print_passk(summary, out)
+    print_passk(summary, out, resumable=False)
+    mark = "partial: " if summary.get("partial") else ""
     sources = ", ".join(Path(s["path"]).name for s in info["sources"])
     per = ", ".join(f"{v} problems x {k}" for k, v in info["samples_per_problem"].items())
-    console.print(f"imported {summary['samples']} completions of {summary['problems_with_samples']} problems from "
+    console.print(f"{mark}imported {summary['samples']} completions of {summary['problems_with_samples']} problems from "
                   f"{info['format']} ({sources}); samples per problem: {per}; grades: {info['grades']}")
+    if summary.get("partial"):
+        console.print(f"[yellow]partial: {summary['partial']}; every figure above covers only what the file holds[/yellow]")
     notes = info.get("notes") or {}
+    if notes.get("filter_read"):
+        console.print(f"lm-eval filter: {notes['filter_read']} ({notes.get('filter_choice', 'chosen')}; in the file: "
+                      f"{', '.join(notes.get('filters', []))}; --filter NAME for another)")
     if notes.get("unmatched"):
         u = notes["unmatched"]
         console.print(f"[yellow]not matched to --task {info['task']}: {u['problems']} problems ({u['samples']} "
@@ -204,6 +218,13 @@ def print_import(summary: dict, out: Path) -> None:
     if info.get("agreement_with_source"):
         a = info["agreement_with_source"]
         console.print(f"the file's own grades agree with evalkit's on {a['same_correctness']} of {a['samples']}")
+    if rep := info.get("reported"):
+        own = next((r["pass_at_k"] for r in summary["pass_at_k"] if r["k"] == 1), None)
+        console.print(f"{mark}the tool reported {rep['metric']} {num(rep['value'])} ({Path(rep['source']).name}); "
+                      f"evalkit's pass@1 {num(own)}")
+    if str(info["mapping"].get("num_tokens", "")).startswith("null"):
+        console.print("num_tokens are null (no tokenizer given): `evalkit length` and `entropy` need them; import "
+                      "with --tokenizer MODEL to count them")
     console.print(f"provenance (files, sha256, field mapping) in {out / 'run.json'}")
 
 

@@ -251,6 +251,7 @@ def test_each_format_imports_with_exact_pass_at_k(tmp_path, tiny_model, fmt, wri
     assert summary["grader"].startswith(f"{fmt}'s own grades") == graded, summary["grader"]
     assert info["samples_per_problem"] == {str(n): sum(m == n for m, _ in counts) for n in {n for n, _ in counts}}
     assert "imported" in output and "samples per problem" in output
+    assert "rerun the same command" not in output  # uneven samples (p3 has 5): an import has nothing to resume
 
 
 @pytest.mark.parametrize(("fmt", "writer", "problems", "graded"), [f for f in FORMATS if f[3]],
@@ -355,15 +356,20 @@ def test_unequal_counts_and_unmatched_problems_are_counted(tmp_path, tiny_model)
                                 "--task", str(task))
     notes = summary["import"]["notes"]
     assert notes["unmatched"] == {"problems": 1, "samples": 5, "examples": ["p3"]}
-    assert notes["matched"] == {"id": 3}
+    assert notes["matched"] == {"id (no question text to check)": 3}  # the file names problems by id only
     assert "not matched to --task" in output and summary["problems_with_samples"] == 3
 
 
-def test_without_token_counts_a_tokenizer_is_asked_for_and_nothing_is_written(tmp_path):
+def test_without_token_counts_or_a_tokenizer_the_counts_are_null(tmp_path):
+    """pass@k, maj@k and regrading need no tokens: the import goes on, num_tokens null, said once."""
     path, extra = write_jsonl(tmp_path)
-    result = runner.invoke(app, ["import", "jsonl", str(path), "--out", str(tmp_path / "deep" / "run"), *extra])
-    assert result.exit_code == 2 and "give --tokenizer" in result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.jsonl"]
+    result = runner.invoke(app, ["import", "jsonl", str(path), "--out", str(tmp_path / "run"), *extra])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert len(records) == 29 and all(r["num_tokens"] is None for r in records)
+    info = json.loads((tmp_path / "run" / "summary.json").read_text())["import"]
+    assert info["mapping"]["num_tokens"].startswith("null for 29 completions")
+    assert "num_tokens are null" in " ".join(result.output.split())
 
 
 def test_teacher_forced_entropy_reads_an_imported_run(tmp_path, tiny_model):

@@ -71,6 +71,18 @@ def files(tiny_model, tmp_path_factory):
                                                   "sample_index": 0, "num_tokens": 1}] * 2)
     made["no_tokens"] = jsonl(root / "notokens.jsonl", [{"problem_id": "a", "completion": "7", "answer": "7"}])
     made["nogold"] = jsonl(root / "nogold.jsonl", [{"problem_id": "a", "completion": "7", "num_tokens": 1}])
+    shards = root / "oc_shards"
+    shards.mkdir()
+    for part in (0, 1):
+        (shards / f"math_{part}.json").write_text(json.dumps({"0": {"origin_prompt": f"q{part}", "prediction": "1"}}))
+    made["oc_shard"] = str(shards / "math_0.json")
+    (root / "tmp_math.json").write_text(json.dumps({"0": {"origin_prompt": "q", "prediction": "1"}}))
+    made["oc_tmp"] = str(root / "tmp_math.json")
+    review = {"index": 0, "target": "1", "messages": [{"role": "user", "content": "q"}],
+              "sample_score": {"score": {"value": {"acc": 1.0}, "prediction": "1"}, "sample_id": 0, "group_id": 0}}
+    made["es_joined"] = jsonl(root / "math_all.jsonl", [review, review])
+    (root / "log.eval").write_text("not a zip")
+    made["insp_not_zip"] = str(root / "log.eval")
     (root / "a_file").write_text("x")
     made["a_file"] = str(root / "a_file")
     (root / "full").mkdir()
@@ -111,7 +123,11 @@ CASES = [
     ([*GOOD, "--task", "arith"], "no problem of the file matches a problem of --task arith"),
     (["import", "jsonl", "{good}", "--gold-field", "answer", "--out", "{full}"], "exists and is not empty"),
     (["import", "jsonl", "{good}", "--gold-field", "answer", "--out", "{a_file}/run"], "is a file, not a folder"),
-    (["import", "jsonl", "{no_tokens}", "--gold-field", "answer", *OUT], "give --tokenizer MODEL"),
+    (["import", "lm-eval", "{lm_repeats}", *OUT, "--filter", "strict-match"], "--filter strict-match: not in"),
+    (["import", "opencompass", "{oc_shard}", *OUT], "part 0 of 2 parts of math"),
+    (["import", "opencompass", "{oc_tmp}", *OUT], "the file OpenCompass keeps while it infers"),
+    (["import", "evalscope", "{es_joined}", *OUT], "several subsets joined into one file"),
+    (["import", "inspect", "{insp_not_zip}", *OUT], "not a readable .eval zip"),
     (["import", "jsonl", "{no_tokens}", "--gold-field", "answer", *OUT, "--tokenizer", "{root}/missing_model"],
      "no such"),
 ]

@@ -21,7 +21,7 @@ from evalkit.options import GradingOptions, TaskOptions, option
 from evalkit.tasks.base import OUTCOMES
 
 __all__ = ["ImportOptions", "Imported", "need", "sha256", "outcome_of", "message_text", "GRADES", "one_file",
-           "read_json_lines", "step_file"]
+           "read_json_lines", "step_file", "reported", "Reported"]
 
 GRADES = ("auto", "keep", "regrade")
 
@@ -47,6 +47,10 @@ class ImportOptions(GradingOptions, TaskOptions):
                                    "name or smollm2-135m) where the file has no token ids or counts.")
     step: int | None = option(None, "verl dumps / TRL completions folder: the training step to import (default: "
                               "the last).", min=0)
+    filter: str | None = option(None, "lm-eval: the filter whose lines are read (strict-match, flexible-extract, "  # noqa: A003
+                                "none, ...); default: the first the task lists, named in the output.")
+    partial: bool = option(False, "Import a file the tool had not finished (one shard, a tmp_ file, a log still "
+                           "running, missing documents); the summary then says partial wherever it shows a figure.")
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,30 @@ class Imported:
     model: str | None = None
     sampling: dict = field(default_factory=dict)
     notes: dict = field(default_factory=dict)
+    partial: str | None = None  # why the file is not a whole run, by what the file itself declares; None: whole
+    reported: Reported | None = None  # the tool's own score for the file, where it wrote one beside
+
+
+@dataclass(frozen=True)
+class Reported:
+    """The score the tool itself reported for the imported samples: `metric` as it names it,
+    `value` as a fraction, `written` as the file holds it (OpenCompass writes percent), `source`
+    the file it came from."""
+
+    metric: str
+    value: float
+    written: float
+    source: str
+
+    def record(self) -> dict:
+        return {"metric": self.metric, "value": self.value, "as_written": self.written, "source": self.source}
+
+
+def reported(metric: str, written, source: Path | str, *, percent: bool = False) -> Reported | None:
+    """A `Reported` from a number the tool wrote (None when it is not a number)."""
+    if isinstance(written, bool) or not isinstance(written, int | float) or math.isnan(written):
+        return None
+    return Reported(metric, written / 100 if percent else float(written), float(written), str(source))
 
 
 def need(record: Any, key: str, where: str, fmt: str) -> Any:

@@ -1,22 +1,29 @@
 """`lm-eval`: lm-evaluation-harness `--log_samples` files, `samples_<task>_<date>.jsonl`.
 
-    evalkit import lm-eval out/model/samples_gsm8k_2025-01-01T00-00-00.jsonl --out runs/lm --tokenizer M
+    evalkit import lm-eval out/model/samples_gsm8k_2025-01-01T00-00-00.jsonl --out runs/lm --filter flexible-extract
+    evalkit import lm-eval out/model/ --out runs/lm            # every samples_* file of the folder, one run each
 
-Writer: EleutherAI/lm-evaluation-harness `lm_eval/evaluator.py` (the logged `example`: doc_id,
-doc, target, arguments, resps, filtered_resps, filter, metrics, doc_hash, prompt_hash,
-target_hash, and each metric's value under its name) and
-`lm_eval/loggers/evaluation_tracker.py` `save_results_samples` (arguments become
-`{"gen_args_0": {"arg_0": prompt, "arg_1": gen_kwargs}}`, target a string). One line per
-(document, filter): a task with several filters (gsm8k's strict-match and flexible-extract)
-logs each document once per filter with the same `resps`; the first filter's lines are read
-and the filters named in run.json. With `repeats: K`, `resps[0]` holds the K completions of
-the document and the metrics are one value per document (the filter picks or votes): per-
-completion grades do not exist, so `--keep-grades` is refused and they are regraded. With one
-completion per document the metric (the first in `metrics`) is its grade. `filtered_resps[0]`
-is each completion's extracted answer when the filter keeps all K (no take_first); lm-eval's
-"[invalid]" fallback reads as no answer. The gold is `target`; the question the document's
-question/problem field, else the prompt. The model's name is read from the results_*.json
-lm-eval writes beside (`model_name`), when there is one.
+Writers (EleutherAI/lm-evaluation-harness, read at the tags named):
+- v0.4.3 to v0.4.12 `lm_eval/loggers/evaluation_tracker.py` `save_results_samples`: one JSON
+  object per line in `samples_<task>_<date_id>.jsonl`, `arguments` turned into `{"gen_args_0":
+  {"arg_0": prompt, "arg_1": gen_kwargs}}`; between v0.4.2 and v0.4.3 the same tracker wrote
+  `samples_<task>_<date_id>.json` (commit 3850e21ac made it newline-delimited);
+- v0.4.0 to v0.4.2 `lm_eval/__main__.py`: `json.dumps(samples[task], indent=2)` (one JSON array)
+  into `<model_args>_<task>.jsonl`, `arguments` as `[[prompt, gen_kwargs]]`.
+Both read here: a file whose first character is `[` is the array.
+The logged example is built in `lm_eval/evaluator.py` (v0.4.11: doc_id, doc, target, arguments,
+resps, filtered_resps, filter, metrics, doc_hash, prompt_hash, target_hash, and each metric's
+value under its name), once per (document, filter), every document of the first filter, then
+the next filter's. `--filter NAME` chooses the filter whose lines are read; the default is the
+first the task lists (gsm8k: strict-match), named in the output. With `repeats: K`, `resps[0]`
+holds the K completions and the metric is one value per document (the filter votes or takes the
+first): there are no per-completion grades, so they are regraded. With one completion the
+metric (the first in `metrics`, when it is a number) is its grade. `filtered_resps[0]` is each
+completion's extracted answer when the filter keeps all K; filter `none` extracts nothing (its
+value is the completion itself), and lm-eval's "[invalid]" reads as no answer.
+Completeness: the `results_<date_id>.json` written beside with the same date declares
+`n-samples.<task>.effective`; without it the doc_ids must run 0..N-1. The same results file
+gives the model name and the tool's own score (`<metric>,<filter>`).
 """
 
 from __future__ import annotations
@@ -25,54 +32,89 @@ import json
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.importers.base import Imported, ImportOptions, need, one_file, read_json_lines
+from evalkit.importers.base import Imported, ImportOptions, need, read_json_lines, reported
 
 __all__ = ["read"]
 
-FIELDS = ("doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics")
+FIELDS = ("doc_id", "doc", "target", "arguments", "resps", "filtered_resps")  # `filter`, `metrics`: since mid-2024
 FMT = "lm-eval samples"
 QUESTION_KEYS = ("question", "problem", "Question", "Problem", "input")
 
 
-def read(path: Path, opts: ImportOptions) -> Imported:
-    path = one_file(path, "samples_*.jsonl", "lm-eval")
-    lines = read_json_lines(path, FMT)
-    first_filter = None
+def read(path: Path, opts: ImportOptions) -> Imported | list[Imported]:
+    if path.is_file():
+        return _read_file(path, opts)
+    files = sorted(p for p in path.glob("samples_*.json*") if p.suffix in (".json", ".jsonl"))
+    if not files:
+        raise UsageError(f"{path}: no samples_<task>_<date>.jsonl of lm-eval in the folder; give the file")
+    runs = [_read_file(p, opts) for p in files]
+    return runs[0] if len(runs) == 1 else runs
+
+
+def _lines(path: Path) -> list[tuple[str, dict]]:
+    """(where, record) of a JSONL file or of the JSON array older lm-eval wrote."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            head = fh.read(64).lstrip()
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if not head.startswith("["):
+        return [(f"{path}:{n}", r) for n, r in read_json_lines(path, FMT)]
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc.msg}); not an {FMT} file?") from None
+    if not records:
+        raise UsageError(f"{path}: empty; no {FMT} records")
+    return [(f"{path}: record {i}", r) for i, r in enumerate(records)]
+
+
+def _read_file(path: Path, opts: ImportOptions) -> Imported:
+    lines = _lines(path)
     filters: list[str] = []
-    problems, samples = {}, []
-    repeats = set()
-    for number, doc in lines:
-        where = f"{path}:{number}"
+    for where, doc in lines:
         for key in FIELDS:
             need(doc, key, where, FMT)
+        doc.setdefault("filter", "none")  # older files log one filter and no name
+        doc.setdefault("metrics", [])
         if doc["filter"] not in filters:
             filters.append(doc["filter"])
-        first_filter = first_filter or doc["filter"]
-        if doc["filter"] != first_filter:
+    chosen = opts.filter or filters[0]
+    if chosen not in filters:
+        raise UsageError(f"--filter {chosen}: not in {path.name} (filters: {', '.join(filters)})")
+    problems, samples, repeats, metric = {}, [], set(), None
+    for where, doc in lines:
+        if doc["filter"] != chosen:
             continue
         completions = _completions(doc["resps"], where)
         repeats.add(len(completions))
         key = str(doc["doc_id"])
         if key in problems:
-            raise UsageError(f"{where}: doc_id {key} logged twice for filter {first_filter!r}")
+            raise UsageError(f"{where}: doc_id {key} logged twice for filter {chosen!r}")
         problems[key] = {"question": _question(doc), "gold": doc["target"]}
-        extracted = _extracted(doc["filtered_resps"], len(completions))
-        score = doc.get(doc["metrics"][0]) if doc["metrics"] and len(completions) == 1 else None
+        extracted = _extracted(doc["filtered_resps"], completions, chosen)
+        metric = metric or (doc["metrics"][0] if doc["metrics"] else None)
+        score = doc.get(metric) if metric and len(completions) == 1 else None
         for i, text in enumerate(completions):
             sample = {"problem": key, "completion": text, "index": i, "extracted": extracted[i]}
-            if score is not None:
+            if isinstance(score, int | float):
                 sample["score"] = score
             samples.append(sample)
-    graded = all("score" in s for s in samples)
-    metric = lines[0][1]["metrics"][0] if lines[0][1]["metrics"] else None
-    mapping = {"problem": "doc_id", "question": "doc.question (else arguments.gen_args_0.arg_0)", "gold": "target",
-               "completion": "resps[0][i]", "extracted": "filtered_resps[0][i] (when the filter keeps every one)",
-               "grade": metric if graded else None}
-    why = (f"{path}: lm-eval logs one {metric} per document, not per completion (repeats {max(repeats)}): "
-           "use --regrade")
-    return Imported("lm-eval", _task_name(path), (path,), problems, samples, mapping,
-                    metric if graded else None, why, model=_model_name(path),
-                    notes={"filters": filters, "filter_read": first_filter, "repeats": sorted(repeats)})
+    graded = bool(samples) and all("score" in s for s in samples)
+    results, results_path = _results(path)
+    task = _task_name(path, lines[0][1], results)
+    mapping = {"problem": "doc_id", "question": "doc.question (else the prompt)", "gold": "target",
+               "completion": "resps[0][i]", "extracted": "filtered_resps[0] (per completion; none for filter none)",
+               "grade": metric if graded else None, "filter": chosen}
+    why = (f"{path}: lm-eval logs one {metric} per document, not per completion (repeats {max(repeats)}): use --regrade"
+           if max(repeats) > 1 else f"{path}: lm-eval's {metric} is not a per-document number here: use --regrade")
+    notes = {"filters": filters, "filter_read": chosen, "repeats": sorted(repeats),
+             "filter_choice": "--filter" if opts.filter else "the default: the first the task lists"}
+    score = ((results or {}).get("results") or {}).get(task, {}).get(f"{metric},{chosen}")
+    return Imported("lm-eval", task, (path,), problems, samples, mapping,
+                    metric if graded else None, why, model=(results or {}).get("model_name"), notes=notes,
+                    partial=_partial(path, problems, task, chosen, results, results_path),
+                    reported=reported(f"{metric},{chosen}", score, results_path) if results_path else None)
 
 
 def _completions(resps, where: str) -> list[str]:
@@ -84,34 +126,61 @@ def _completions(resps, where: str) -> list[str]:
     return resps[0]
 
 
-def _extracted(filtered, k: int) -> list:
+def _extracted(filtered, completions: list[str], name: str) -> list:
+    """Each completion's extracted answer, where the filter kept one per completion."""
+    k = len(completions)
     first = filtered[0] if isinstance(filtered, list) and filtered else None
     values = first if isinstance(first, list) and len(first) == k else [first] * k if k == 1 else [None] * k
-    return [None if (not isinstance(v, str) or v == "[invalid]") else v for v in values]
+    values = [v[0] if isinstance(v, list) and len(v) == 1 else v for v in values]
+    return [None if (name == "none" or not isinstance(v, str) or v == "[invalid]" or v == text) else v
+            for v, text in zip(values, completions, strict=True)]
 
 
-def _question(doc: dict) -> str:
+def _question(doc: dict) -> str | None:
     body = doc["doc"] if isinstance(doc["doc"], dict) else {}
     for key in QUESTION_KEYS:
         if isinstance(body.get(key), str):
             return body[key]
     args = doc["arguments"]
-    prompt = (args.get("gen_args_0") or {}).get("arg_0") if isinstance(args, dict) else None
-    return str(prompt or doc["doc_id"])
+    if isinstance(args, dict):  # v0.4.3+: {"gen_args_0": {"arg_0": prompt, ...}}
+        prompt = (args.get("gen_args_0") or {}).get("arg_0")
+    else:  # v0.4.0-0.4.2: [[prompt, gen_kwargs]]
+        prompt = args[0][0] if args and isinstance(args[0], list) and args[0] else None
+    return prompt if isinstance(prompt, str) else None
 
 
-def _task_name(path: Path) -> str:
-    """lm-eval's task name: from the file name it wrote, samples_<task>_<date>.jsonl."""
+def _results(path: Path) -> tuple[dict | None, Path | None]:
+    """The results_<date_id>.json lm-eval wrote beside with the same date (None when there is none)."""
+    date = path.stem.rsplit("_", 1)[-1] if path.name.startswith("samples_") else None
+    candidate = path.with_name(f"results_{date}.json") if date else None
+    if candidate is None or not candidate.is_file():
+        return None, None
+    try:
+        data = json.loads(candidate.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None, None
+    return (data, candidate) if isinstance(data, dict) else (None, None)
+
+
+def _task_name(path: Path, first: dict, results: dict | None) -> str:
+    """lm-eval's task name: the one results_*.json names, else from the file name it wrote."""
+    names = list((results or {}).get("results") or {})
     stem = path.stem.removeprefix("samples_")
-    return stem.rsplit("_", 1)[0] if "_" in stem else stem
+    guess = stem.rsplit("_", 1)[0] if path.name.startswith("samples_") and "_" in stem else stem
+    return guess if guess in names or len(names) != 1 else names[0]
 
 
-def _model_name(path: Path) -> str | None:
-    for results in sorted(path.parent.glob("results_*.json")):
-        try:
-            data = json.loads(results.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and isinstance(data.get("model_name"), str):
-            return data["model_name"]
+def _partial(path: Path, problems: dict, task: str, name: str, results: dict | None, source: Path | None) -> str | None:
+    """Why the file is not the whole run, by the run's own declaration (or doc_ids 0..N-1)."""
+    declared = (((results or {}).get("n-samples") or {}).get(task) or {}).get("effective")
+    if isinstance(declared, int):
+        if declared != len(problems):
+            return (f"{path.name}: {len(problems)} documents for filter {name!r}, but {source.name} declares "
+                    f"{declared} (n-samples.{task}.effective): a partial file")
+        return None
+    ids = sorted(int(k) for k in problems if k.lstrip("-").isdigit())
+    missing = sorted(set(range(ids[-1] + 1)) - set(ids)) if ids else []
+    if missing:
+        return (f"{path.name}: doc_ids 0..{ids[-1]} lack {len(missing)} (first {missing[0]}) for filter {name!r}: "
+                "a partial file")
     return None

@@ -1,41 +1,121 @@
-"""`opencompass`: OpenCompass predictions, `predictions/<model>/<dataset>.json`.
+"""`opencompass`: OpenCompass predictions, `<work_dir>/predictions/<model>/<dataset>.json`.
 
     evalkit import opencompass outputs/default/20250101_000000/predictions/qwen/math_gen.json --out runs/oc
+    evalkit import opencompass outputs/default/20250101_000000/predictions/qwen/ --out runs/oc  # one run per dataset
 
-Writer: open-compass/opencompass `opencompass/openicl/icl_inferencer/icl_base_inferencer.py`
-`GenInferencerOutputHandler.save_results` / `write_to_json`: a dict `"<idx>": {origin_prompt,
-prediction, gold (when the dataset has one), res_length?}`. With `n` runs of a dataset
-(`opencompass/datasets/base.py` `BaseDataset`: `concatenate_datasets([dataset] * n)`), copy i of
-n covers idx in [i*size, (i+1)*size): the copies are found as the smallest period `size` of the
-prompts (idx and idx + size hold the same origin_prompt), so problem = idx mod size and sample
-index = idx // size. `origin_prompt` is a string or a list of `{role, prompt}` turns (the last
-HUMAN turn is the question). The file has no per-completion grades (OpenCompass's results/
-folder does): they are regraded.
+Writers (open-compass/opencompass, read at tag 0.5.3):
+- `opencompass/openicl/icl_inferencer/icl_base_inferencer.py` `GenInferencerOutputHandler`
+  (`save_results`, `write_to_json`): a dict `"<idx>": {origin_prompt, prediction, gold (when
+  the dataset has one), res_length?}`; while inferring, `icl_gen_inferencer.py` keeps
+  `tmp_<dataset>.jsonl` (`{"idx", ...}` per line; `tmp_<dataset>.json` before 0.5.3) and deletes it
+  when done: a tmp_ file is partial.
+- `opencompass/partitioners/size.py` and `num_worker.py` `split_dataset`: with several workers a
+  dataset is cut into `[i*step:(i+1)*step]` parts named `<dataset>_<part>`, so the predictions are
+  `<dataset>_0.json`, `<dataset>_1.json`, ..., every part `step` long but the last.
+  `opencompass/tasks/openicl_eval.py` `_load_predictions` (and `tools/prediction_merger.py`)
+  reads `<dataset>.json`, else concatenates `<dataset>_0.json`, `_1`, ... in order, each part's keys
+  "0".."len-1". A folder is merged the same way; one part alone, a part missing before the last,
+  or a part shorter than one after it is partial.
+- `opencompass/datasets/base.py` `BaseDataset`: with `n` runs the dataset is
+  `concatenate_datasets([dataset] * n)`, so copy i covers idx [i*size, (i+1)*size): the copies are
+  found as the smallest period `size` of the prompts; problem = idx mod size, sample = idx // size.
+`origin_prompt` is a string or a list of `{role, prompt}` turns (the last HUMAN turn is the
+question). The file has no per-completion grades: they are regraded. The tool's own score is
+`<work_dir>/results/<model>/<dataset>.json` `accuracy`, written in percent.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.importers.base import Imported, ImportOptions, last_user_text, need
+from evalkit.importers.base import Imported, ImportOptions, last_user_text, need, reported
 
 __all__ = ["read"]
 
 FMT = "OpenCompass predictions"
+PART = re.compile(r"^(?P<root>.+)_(?P<part>\d+)$")
+
+
+def read(path: Path, opts: ImportOptions) -> Imported | list[Imported]:
+    datasets = _datasets(path.parent, [path]) if path.is_file() else _datasets(path, sorted(path.iterdir()))
+    if not datasets:
+        raise UsageError(f"{path}: no <dataset>.json predictions of OpenCompass in the folder")
+    runs = [_imported(name, parts, why) for name, (parts, why) in datasets.items()]
+    return runs[0] if len(runs) == 1 else runs
+
+
+def _datasets(folder: Path, given: list[Path]) -> dict[str, tuple[list[Path], str | None]]:
+    """dataset -> (its files in merge order, why it is partial or None), for the files `given`."""
+    out: dict[str, tuple[list[Path], str | None]] = {}
+    names = {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+    for file in given:
+        if not file.is_file() or file.suffix not in (".json", ".jsonl"):
+            continue
+        if file.name.startswith("tmp_"):
+            root = file.stem.removeprefix("tmp_")
+            if f"{root}.json" not in names or len(given) == 1:
+                out[root] = ([file], f"{file.name}: the file OpenCompass keeps while it infers and deletes when done: "
+                                     "a partial run")
+            continue
+        match = PART.match(file.stem)
+        if match and f"{match['root']}_0.json" in names and f"{match['root']}.json" not in names:
+            root = match["root"]
+            parts = sorted((p for p in folder.glob(f"{root}_*.json") if PART.match(p.stem)
+                            and PART.match(p.stem)["root"] == root), key=lambda p: int(PART.match(p.stem)["part"]))
+            if len(given) == 1:
+                out[root] = ([file], f"{file.name}: part {match['part']} of {len(parts)} parts of {root} (OpenCompass "
+                                     f"merges {root}_0.json, {root}_1.json, ...): give the folder")
+            else:
+                out[root] = (parts, _gaps(root, parts))
+        elif file.suffix == ".json":
+            out[file.stem] = ([file], None)
+    return out
+
+
+def _gaps(root: str, parts: list[Path]) -> str | None:
+    numbers = [int(PART.match(p.stem)["part"]) for p in parts]
+    if numbers != list(range(len(numbers))):
+        first = min(set(range(max(numbers) + 1)) - set(numbers))
+        return f"{root}: part {root}_{first}.json is missing (parts found: {numbers}): a partial run"
+    sizes = [len(_load(p)) for p in parts]
+    for i, (size, later) in enumerate(zip(sizes, sizes[1:], strict=False)):
+        if size < later:
+            return (f"{root}_{i}.json holds {size} predictions, fewer than {root}_{i + 1}.json ({later}); OpenCompass "
+                    "cuts every part but the last to one length: a partial run")
+    return None
 
 
 def _load(path: Path) -> dict:
-    if path.is_dir():
-        raise UsageError(f"{path}: give the predictions/<model>/<dataset>.json file itself")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".jsonl":  # tmp_<dataset>.jsonl: {"idx": ..., ...} per line
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            return {str(need(r, "idx", str(path), FMT)): r for r in rows}
+        data = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"{path}: not a JSON file ({exc}); not an {FMT} file?") from None
     if not isinstance(data, dict) or not data:
         raise UsageError(f"{path}: expected a JSON object of \"<idx>\": {{origin_prompt, prediction, gold}}")
     return data
+
+
+def _rows(path: Path, partial: bool) -> list[tuple]:
+    data = _load(path)
+    try:
+        order = sorted(data, key=int)
+    except ValueError:
+        raise UsageError(f"{path}: keys are not indices (\"0\", \"1\", ...); not an {FMT} file?") from None
+    if [int(k) for k in order] != list(range(len(order))) and not partial:
+        raise UsageError(f"{path}: indices are not 0..{len(order) - 1}; a partial (tmp_) file?")
+    rows = []
+    for key in order:
+        where = f"{path}: \"{key}\""
+        rows.append((need(data[key], "origin_prompt", where, FMT), need(data[key], "prediction", where, FMT),
+                     data[key].get("gold")))
+    return rows
 
 
 def _period(prompts: list) -> int:
@@ -47,19 +127,8 @@ def _period(prompts: list) -> int:
     return total
 
 
-def read(path: Path, opts: ImportOptions) -> Imported:
-    data = _load(path)
-    try:
-        order = sorted(data, key=int)
-    except ValueError:
-        raise UsageError(f"{path}: keys are not indices (\"0\", \"1\", ...); not an {FMT} file?") from None
-    if [int(k) for k in order] != list(range(len(order))):
-        raise UsageError(f"{path}: indices are not 0..{len(order) - 1}; a partial (tmp_) file?")
-    rows = []
-    for key in order:
-        where = f"{path}: \"{key}\""
-        rows.append((need(data[key], "origin_prompt", where, FMT), need(data[key], "prediction", where, FMT),
-                     data[key].get("gold")))
+def _imported(name: str, parts: list[Path], partial: str | None) -> Imported:
+    rows = [row for part in parts for row in _rows(part, partial is not None)]
     size = _period([json.dumps(r[0], sort_keys=True) for r in rows])
     problems, samples = {}, []
     for idx, (prompt, prediction, gold) in enumerate(rows):
@@ -68,6 +137,18 @@ def read(path: Path, opts: ImportOptions) -> Imported:
         samples.append({"problem": key, "completion": str(prediction), "index": idx // size})
     mapping = {"problem": "idx mod size (copies of the dataset found by their prompts)", "gold": "gold",
                "completion": "prediction", "question": "origin_prompt (its last HUMAN turn)", "grade": None}
-    return Imported("opencompass", path.stem, (path,), problems, samples, mapping, None,
-                    f"{path}: OpenCompass predictions hold no per-completion grades: use --regrade",
-                    notes={"copies": len(rows) // size, "size": size})
+    if len(parts) > 1:
+        mapping["merged"] = [p.name for p in parts]
+    results = parts[0].parent.parent.parent / "results" / parts[0].parent.name / f"{name}.json"
+    return Imported("opencompass", name, tuple(parts), problems, samples, mapping, None,
+                    f"{parts[0]}: OpenCompass predictions hold no per-completion grades: use --regrade",
+                    notes={"copies": len(rows) // size, "size": size, "parts": len(parts)}, partial=partial,
+                    reported=_reported(results))
+
+
+def _reported(path: Path):
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return reported("accuracy", data.get("accuracy"), path, percent=True) if isinstance(data, dict) else None

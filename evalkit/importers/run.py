@@ -3,12 +3,15 @@
     run_import("lm-eval", Path("out/samples_gsm8k_2025-01-01.jsonl"), Path("runs/lmeval"), ImportOptions())
 
 Steps: the format's reader parses the files (nothing is written before it has read them whole:
-a bad file is one UsageError); the problems are matched to `--task`'s by id, then by question
+a bad file is one UsageError); a file the tool had not finished, by what it declares itself
+(a shard, a tmp_ file, missing documents, a log still running), is refused unless --partial;
+the problems are matched to `--task`'s by id (refused where the question texts of the two sides
+disagree: never shifted by an offset), then by question
 text (whitespace-normalised, then the task's question inside the source's prompt), or, without
 a task, the file's own gold answers become the task: `task/<name>.jsonl` in the run folder
 (fields id, question, answer), which `evalkit regrade` rebuilds like any task file; the grades
 are kept from the file (`--keep-grades`) or made by evalkit's grader (`--regrade`); num_tokens
-come from the file's token ids or counts, else from `--tokenizer`. The folder is written beside
+come from the file's token ids or counts, else from `--tokenizer`, else stay null. The folder is written beside
 its destination and renamed into place when whole: run.json (`kind: passk`, provenance under
 `import`), samples.jsonl, summary.json (evalkit.passk.summarize, so pass@k, pass^k, maj@k,
 G-Pass@k, mean@n). Problems with fewer samples than others are kept and counted.
@@ -35,7 +38,7 @@ from evalkit.importers.base import Imported, ImportOptions, outcome_of, sha256
 
 __all__ = ["run_import", "FORMATS", "reader"]
 
-FORMATS = {  # format name -> module of evalkit.importers with read(path, opts) -> Imported
+FORMATS = {  # format name -> module of evalkit.importers with read(path, opts) -> Imported | list[Imported]
     "lm-eval": "lm_eval",
     "lighteval": "lighteval",
     "verl": "verl",
@@ -43,6 +46,7 @@ FORMATS = {  # format name -> module of evalkit.importers with read(path, opts) 
     "opencompass": "opencompass",
     "evalscope": "evalscope",
     "vllm": "vllm_jsonl",
+    "inspect": "inspect_log",
     "jsonl": "generic",
 }
 BATCH = 256  # completions graded between progress updates
@@ -58,18 +62,47 @@ def reader(fmt: str) -> Callable[[Path, ImportOptions], Imported]:
 
 
 def run_import(fmt: str, path: Path, out: Path, opts: ImportOptions, *, progress: Callable | None = None) -> dict:
-    """Import `path` (a file or folder of format `fmt`) into the new run folder `out`; returns the summary."""
+    """Import `path` (a file or folder of format `fmt`) into the new run folder `out`; returns the summary.
+
+    A folder holding several datasets (OpenCompass predictions, evalscope reviews) becomes one run
+    folder per dataset, `out/<dataset>/`; the summary returned is then {"runs": {name: summary}}."""
     opts.validate()
     _check_out(Path(out))
     read = reader(fmt)
     if not Path(path).exists():
         raise UsageError(f"{path}: no such file or folder")
-    imported = read(Path(path), opts)
-    if not imported.samples:
-        raise UsageError(f"{path}: holds no completions")
-    keep = _keep_grades(imported, opts)
-    counts = _token_counts(imported, opts)  # before anything is written: a missing tokenizer is refused here
+    found = read(Path(path), opts)
+    runs = found if isinstance(found, list) else [found]
+    if len(runs) > 1 and opts.task:
+        raise UsageError(f"{path}: holds {len(runs)} datasets ({', '.join(r.name for r in runs[:4])}); --task "
+                         "names one: give the dataset's own file")
+    for imported in runs:
+        _check_whole(imported, opts)
+    if len(runs) == 1:
+        return _import_one(runs[0], Path(out), opts, progress)
     out = Path(out)
+    created = [a for a in reversed([out, *out.parents]) if not a.exists()]
+    made = []
+    try:
+        summaries = {}
+        for name, imported in zip(_run_names(runs), runs, strict=True):
+            summaries[name] = _import_one(imported, out / name, opts, progress)
+            made.append(out / name)
+        return {"runs": summaries}
+    except BaseException:  # a refused dataset leaves none of the others behind
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)
+        for folder in reversed(created):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _import_one(imported: Imported, out: Path, opts: ImportOptions, progress) -> dict:
+    if not imported.samples:
+        raise UsageError(f"{imported.files[0]}: holds no completions")
+    keep = _keep_grades(imported, opts)
+    counts = _token_counts(imported, opts)
     created = [a for a in reversed(out.parents) if not a.exists()]
     tmp = out.with_name(f".{out.name}.import-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -84,6 +117,21 @@ def run_import(fmt: str, path: Path, out: Path, opts: ImportOptions, *, progress
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
+
+
+def _check_whole(imported: Imported, opts: ImportOptions) -> None:
+    """A file the tool had not finished (by what it declares itself) is refused unless --partial."""
+    if imported.partial and not opts.partial:
+        raise UsageError(f"{imported.partial}; give --partial to import it as a partial run")
+
+
+def _run_names(runs: list[Imported]) -> list[str]:
+    names, seen = [], Counter()
+    for imported in runs:
+        name = re.sub(r"[^A-Za-z0-9._-]+", "_", imported.name).strip("._") or imported.format
+        seen[name] += 1
+        names.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
+    return names
 
 
 def _check_out(out: Path) -> None:
@@ -122,20 +170,42 @@ def _task(imported: Imported, opts: ImportOptions, tmp: Path, out: Path):
     return _own_task(imported, opts, tmp, out)
 
 
+def _task_texts(problem) -> list[str]:
+    texts = (problem.prompt, *((problem.entry or {}).get(k) for k in ("question", "problem", "prompt")))
+    return [_norm(t) for t in texts if isinstance(t, str) and t.strip()]
+
+
+def _agrees(question: str, texts: list[str], head: int = 60) -> bool:
+    """The source's question and the task problem's text are the same problem: the opening of one
+    (its first `head` characters, whitespace-normalised) is inside the other. Openings, because a
+    source prompt puts few-shot examples before the question and a preset puts its instruction
+    after it."""
+    q = _norm(question)
+    return any(t[:head] in q or q[:head] in t for t in texts)
+
+
 def _match(imported: Imported, problems, task_name: str) -> dict[str, str]:
-    """source key -> task problem id: by id, by normalised question text, then by the longest task
-    question found inside the source's text. Unmatched keys are left out (counted by the caller)."""
-    by_id = {p.id: p.id for p in problems}
+    """source key -> task problem id: by id (verified by the question text where both sides have
+    one), by normalised question text, then by the longest task question found inside the source's
+    text. A key that names another problem than the task's same id is refused, never shifted;
+    unmatched keys are left out (counted by the caller)."""
+    by_id = {p.id: p for p in problems}
     by_text: dict[str, str] = {}
     for p in problems:
-        for text in (p.prompt, *((p.entry or {}).get(k) for k in ("question", "problem", "prompt"))):
-            if isinstance(text, str) and text.strip():
-                by_text.setdefault(_norm(text), p.id)
+        for text in _task_texts(p):
+            by_text.setdefault(text, p.id)
     matched, how = {}, Counter()
     for key, info in imported.problems.items():
         question = _norm(info.get("question") or "")
         if key in by_id:
-            matched[key], how["id"] = key, how["id"] + 1
+            texts = _task_texts(by_id[key])
+            own = question and question != _norm(key)  # a question text of its own, not the key again
+            if own and texts and not _agrees(question, texts):
+                raise UsageError(f"--task {task_name}: problem {key!r} of the file is not problem {key!r} of the task "
+                                 f"(file: {question[:70]!r}; task: {texts[0][:70]!r}); the file's ids and the task's "
+                                 "name different problems: give the task the samples were drawn from, with the same ids")
+            matched[key] = key
+            how["id and question text" if own and texts else "id (no question text to check)"] += 1
         elif question in by_text:
             matched[key], how["text"] = by_text[question], how["text"] + 1
         elif question and (inside := [t for t in by_text if len(t) >= 8 and t in question]):
@@ -248,17 +318,17 @@ def _regrade(records, problems, task, opts: ImportOptions, progress):
     return records, grading
 
 
-def _token_counts(imported: Imported, opts: ImportOptions) -> list[int]:
-    """Each completion's generated tokens: the file's count or token ids, else --tokenizer's count."""
+def _token_counts(imported: Imported, opts: ImportOptions) -> list[int | None]:
+    """Each completion's generated tokens: the file's count or token ids, else --tokenizer's count,
+    else null (pass@k, maj@k and regrading need no tokens; `evalkit length` and `entropy` say so)."""
     samples = imported.samples
     counts = [s["num_tokens"] if isinstance(s.get("num_tokens"), int) else
               len(s["token_ids"]) if s.get("token_ids") is not None else None for s in samples]
     missing = [i for i, c in enumerate(counts) if c is None]
     if missing and opts.tokenizer is None:
-        raise UsageError(f"{imported.format}: {len(missing)} completions have no token ids or counts in the file; "
-                         "give --tokenizer MODEL (the tokenizer that generated them: a checkpoint folder, a hub name "
-                         "or smollm2-135m) to count their tokens")
-    if missing:
+        imported.mapping["num_tokens"] = (f"null for {len(missing)} completions: the file has no token ids or counts "
+                                          "(import with --tokenizer MODEL to count them)")
+    elif missing:
         from evalkit.models import token_counter
 
         count = token_counter(opts.tokenizer)
@@ -274,8 +344,13 @@ def _token_counts(imported: Imported, opts: ImportOptions) -> list[int]:
 
 def _provenance(imported: Imported, opts: ImportOptions) -> dict:
     files = [{"path": str(f.resolve()), "sha256": sha256(f), "bytes": f.stat().st_size} for f in imported.files]
-    return {"format": imported.format, "sources": files, "mapping": imported.mapping,
-            "task": opts.task or "the file's gold answers", "notes": imported.notes}
+    record = {"format": imported.format, "sources": files, "mapping": imported.mapping,
+              "task": opts.task or "the file's gold answers", "notes": imported.notes}
+    if imported.partial:
+        record["partial"] = imported.partial
+    if imported.reported:
+        record["reported"] = imported.reported.record()
+    return record
 
 
 def _write(tmp: Path, out: Path, imported: Imported, task, records: list, provenance: dict) -> dict:
@@ -307,6 +382,8 @@ def _write(tmp: Path, out: Path, imported: Imported, task, records: list, proven
         summary = summarize(records, opts, task.problems[:count], run.settings)
         summary["options"] = {"n": n, "ks": list(ks), "seed": opts.seed, "confidence": opts.confidence,
                               "n_boot": opts.n_boot}
+        if imported.partial:  # every figure of a partial import carries the word (console, report)
+            summary["partial"] = imported.partial
         run.write_summary(summary)
         os.replace(tmp, out)
     finally:

@@ -1,0 +1,284 @@
+"""`evalkit import` on files other tools wrote in real runs (tests/data/real, provenance in its
+manifest.json): the tool's own score is reproduced with --keep-grades, every layout is read, and
+each silent wrong number of issue 41 is refused or fixed, one row per failure. Files derived here
+from a real file (shards, a joined file, a running log) are cut the way the tool itself cuts."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers.refusals import assert_refused
+from typer.testing import CliRunner
+
+from evalkit.cli import app
+
+runner = CliRunner()
+REAL = Path(__file__).parent / "data" / "real"
+MANIFEST = json.loads((REAL / "manifest.json").read_text())
+ERRORBARS = REAL / "lm-eval-errorbars" / "samples_gsm8k_cot_self_consistency_2026-10-01T13-21-10.261566.jsonl"
+COREV2 = REAL / "opencompass-corev2" / "predictions" / "qwen-7b-chat-hf" / "COREV2_6A_.json"
+
+
+def run(*args) -> tuple[int, str]:
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, " ".join(result.output.split())
+
+
+def imported(*args) -> tuple[dict, str]:
+    code, output = run("import", *args)
+    assert code == 0, output
+    out = Path(args[args.index("--out") + 1])
+    if not (out / "summary.json").is_file():  # a folder of several datasets: OUT/<dataset>/
+        return {"runs": {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/summary.json")}}, output
+    return json.loads((out / "summary.json").read_text()), output
+
+
+def rows(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+
+
+def pass_at(summary: dict, k: int) -> float:
+    return next(r["pass_at_k"] for r in summary["pass_at_k"] if r["k"] == k)
+
+
+def test_every_real_file_is_the_one_its_manifest_names():
+    assert {e["format"] for e in MANIFEST["files"]} == {"evalscope", "inspect", "opencompass", "lm-eval"}
+    for entry in MANIFEST["files"]:
+        data = (REAL / entry["file"]).read_bytes()
+        assert (len(data), hashlib.sha256(data).hexdigest()) == (entry["bytes"], entry["sha256"]), entry["file"]
+        assert entry["repo"] and len(entry["commit"]) == 40 and entry["path"] and entry["licence"]
+
+
+# ---------------------------------------------------------------- evalscope: three layouts, subsets
+
+EVALSCOPE = [  # (reviews, benchmark, model, the report's score)
+    ("evalscope-0.x/reviews/Qwen2.5-0.5B-Instruct", "gsm8k", "Qwen2.5-0.5B-Instruct", 0.4),
+    ("evalscope-1.2/reviews/qwen2.5-7b-instruct", "gsm8k", "qwen2.5-7b-instruct", 0.9),
+    ("evalscope-1.2/reviews/qwen2.5-7b-instruct", "iquiz", "qwen2.5-7b-instruct", 0.35),
+    ("evalscope-1.7/reviews/qwen3-max", "gsm8k", "qwen3-max", 1.0),
+    ("evalscope-1.7/reviews/qwen3-max", "iquiz", "qwen3-max", 0.8),
+]
+
+
+@pytest.mark.parametrize(("folder", "bench", "model", "score"), EVALSCOPE, ids=[f"{f[:13]}-{b}" for f, b, _, _ in EVALSCOPE])
+def test_evalscope_keep_grades_is_the_reports_score_with_question_text_and_model(tmp_path, folder, bench, model,
+                                                                                 score):
+    out = tmp_path / "run"
+    summary, output = imported("evalscope", REAL / folder, "--out", out, "--keep-grades")
+    one = summary["runs"][bench] if "runs" in summary else summary
+    assert pass_at(one, 1) == pytest.approx(score, abs=1e-12)
+    assert one["import"]["reported"]["value"] == pytest.approx(score) and one["model"]["name"] == model
+    task = next(((out / bench) if "runs" in summary else out).glob("task/*.jsonl"))
+    questions = [json.loads(line) for line in task.read_text().splitlines()]
+    assert all(len(q["question"]) > 40 and q["question"] != q["id"] for q in questions)  # the text, not the id
+    assert "the tool reported" in output and "rerun the same command" not in output
+
+
+def test_evalscope_subsets_are_never_merged(tmp_path):
+    """iquiz's subsets EQ and IQ both number their problems 0..9: a folder keeps them apart, and
+    the two files joined into one are refused (the MATH-500 levels failure of issue 41)."""
+    summary, _ = imported("evalscope", REAL / "evalscope-1.7/reviews/qwen3-max", "--out", tmp_path / "run",
+                          "--keep-grades")
+    iquiz = summary["runs"]["iquiz"]
+    assert iquiz["problems_with_samples"] == 20 and iquiz["sampling"]["n"] == 1
+    ids = {r["problem_id"] for r in rows(tmp_path / "run" / "iquiz")}
+    assert ids == {f"{s}/{i}" for s in ("EQ", "IQ") for i in range(10)}
+    joined = tmp_path / "joined" / "iquiz_all.jsonl"
+    joined.parent.mkdir()
+    joined.write_bytes(b"".join((REAL / "evalscope-1.7/reviews/qwen3-max" / f"iquiz_{s}.jsonl").read_bytes()
+                                for s in ("EQ", "IQ")))
+    assert_refused(lambda: runner.invoke(app, ["import", "evalscope", str(joined), "--out", str(tmp_path / "j")]),
+                   "several subsets joined into one file", tmp_path)
+
+
+def test_evalscope_regrade_agrees_on_gsm8k_in_every_layout(tmp_path):
+    for i, folder in enumerate(("evalscope-0.x/reviews/Qwen2.5-0.5B-Instruct/gsm8k_main.jsonl",
+                                "evalscope-1.2/reviews/qwen2.5-7b-instruct/gsm8k_main.jsonl",
+                                "evalscope-1.7/reviews/qwen3-max/gsm8k_main.jsonl")):
+        summary, _ = imported("evalscope", REAL / folder, "--out", tmp_path / str(i), "--regrade")
+        assert summary["import"]["agreement_with_source"] == {"same_correctness": 10, "samples": 10}
+        assert pass_at(summary, 1) == pytest.approx(summary["import"]["reported"]["value"])
+
+
+def test_an_off_by_one_task_is_refused_naming_the_pair(tmp_path):
+    """evalscope's gsm8k ids are 0-based places in the test split; a task file without ids numbers
+    its lines from 1: problem "3" of each is another problem. Refused, never shifted."""
+    old = [json.loads(line) for line in (REAL / "evalscope-0.x/reviews/Qwen2.5-0.5B-Instruct/gsm8k_main.jsonl")
+           .read_text().splitlines()]
+    gsm8k = [r["raw_input"] for r in sorted(old, key=lambda r: r["index"])]  # GSM8K test problems 0..9
+    no_ids, with_ids = tmp_path / "gsm8k_no_ids.jsonl", tmp_path / "gsm8k_ids.jsonl"
+    no_ids.write_text("".join(json.dumps(r) + "\n" for r in gsm8k))
+    with_ids.write_text("".join(json.dumps({"id": str(i), **r}) + "\n" for i, r in enumerate(gsm8k)))
+    review = REAL / "evalscope-1.7/reviews/qwen3-max/gsm8k_main.jsonl"
+    assert_refused(lambda: runner.invoke(app, ["import", "evalscope", str(review), "--out", str(tmp_path / "off"),
+                                               "--task", str(no_ids), "--preset", "gsm8k"]),
+                   "problem '3' of the file is not problem '3' of the task", tmp_path)
+    summary, _ = imported("evalscope", review, "--out", tmp_path / "on", "--task", with_ids, "--preset", "gsm8k",
+                          "--keep-grades")
+    assert summary["import"]["notes"]["matched"] == {"id and question text": 10} and pass_at(summary, 1) == 1.0
+
+
+# ---------------------------------------------------------------- inspect_ai
+
+def test_inspect_eval_log_epochs_are_samples_with_exact_pass_at_k(tmp_path):
+    summary, output = imported("inspect", REAL / "inspect/log_streaming.eval", "--out", tmp_path / "run",
+                               "--keep-grades")
+    assert summary["sampling"]["n"] == 2 and summary["sampling"]["epochs"] == 2
+    assert pass_at(summary, 1) == pytest.approx(0.75) == summary["import"]["reported"]["value"]
+    # problem 1: epochs incorrect, correct; problem 2: correct, correct -> pass@2 = 1, pass^2 = 1/2
+    assert pass_at(summary, 2) == 1.0
+    assert next(r["pass_hat_k"] for r in summary["pass_hat_k"] if r["k"] == 2) == pytest.approx(0.5)
+    by = {(r["problem_id"], r["sample_index"]): r for r in rows(tmp_path / "run")}
+    assert by[("1", 0)]["outcome"] == "incorrect" and by[("1", 1)]["completion"] == "Yes."
+    assert [by[k]["num_tokens"] for k in sorted(by)] == [1, 2, 2, 1]  # output.usage.output_tokens
+    assert summary["model"]["name"] == "azureai/Meta-Llama-3-1-405B-Instruct-jqf" and "PARTIAL" not in output
+
+
+def test_inspect_json_and_eval_logs_of_one_run_import_the_same(tmp_path):
+    a, _ = imported("inspect", REAL / "inspect/log_formats.json", "--out", tmp_path / "a", "--keep-grades")
+    b, _ = imported("inspect", REAL / "inspect/log_formats.eval", "--out", tmp_path / "b", "--keep-grades")
+    assert rows(tmp_path / "a") == rows(tmp_path / "b") and pass_at(a, 1) == pass_at(b, 1) == 0.0
+
+
+def test_a_running_inspect_log_is_refused_unless_partial(tmp_path):
+    """The .eval zip as inspect_ai leaves it while it runs: samples and _journal/start.json, no header."""
+    running = tmp_path / "logs" / "running.eval"
+    running.parent.mkdir()
+    with zipfile.ZipFile(REAL / "inspect/log_streaming.eval") as src, zipfile.ZipFile(running, "w") as dst:
+        for name in src.namelist():
+            if name.startswith(("_journal/start.json", "samples/1_")):
+                dst.writestr(name, src.read(name))
+    assert_refused(lambda: runner.invoke(app, ["import", "inspect", str(running), "--out", str(tmp_path / "r")]),
+                   "not 'success': a partial run; give --partial", tmp_path)
+    summary, output = imported("inspect", running, "--out", tmp_path / "p", "--partial", "--keep-grades")
+    assert "not 'success'" in summary["partial"] and "PARTIAL pass@k" in output and "partial: imported" in output
+
+
+# ---------------------------------------------------------------- lm-eval
+
+def test_lm_eval_repeats_and_the_filter_named_and_chosen(tmp_path):
+    summary, output = imported("lm-eval", ERRORBARS, "--out", tmp_path / "a")
+    notes = summary["import"]["notes"]
+    assert notes["filters"] == ["score-first", "maj@64", "maj@8"] and notes["filter_read"] == "score-first"
+    assert "lm-eval filter: score-first (the default: the first the task lists" in output
+    assert summary["sampling"]["n"] == 64 and summary["problems_with_samples"] == 4
+    assert summary["outcomes"]["no_answer"] == 256 and pass_at(summary, 64) == 0.0  # 64 x "lol", regraded
+    chosen, output = imported("lm-eval", ERRORBARS, "--out", tmp_path / "b", "--filter", "maj@64")
+    assert chosen["import"]["notes"]["filter_read"] == "maj@64" and "(--filter;" in output
+    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(ERRORBARS), "--out", str(tmp_path / "c"),
+                                               "--keep-grades"]), "one exact_match per document", tmp_path)
+    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(ERRORBARS), "--out", str(tmp_path / "c"),
+                                               "--filter", "strict-match"]),
+                   "--filter strict-match: not in", tmp_path)
+
+
+def test_lm_eval_json_array_layout_and_filter_none(tmp_path):
+    """v0.4.0-0.4.2 wrote the samples as one indented JSON array (arguments [[prompt, kwargs]]);
+    with filter none the filtered response is the completion itself: nothing was extracted."""
+    lines = [json.loads(line) for line in ERRORBARS.read_text().splitlines()]
+    old = [{**r, "arguments": [[r["arguments"]["gen_args_0"]["arg_0"], r["arguments"]["gen_args_0"]["arg_1"]]]}
+           for r in lines if r["filter"] == "score-first"]
+    array = tmp_path / "pretrained=dummy_gsm8k_cot_self_consistency.jsonl"
+    array.write_text(json.dumps(old, indent=2, ensure_ascii=False))
+    summary, _ = imported("lm-eval", array, "--out", tmp_path / "a")
+    assert summary["samples"] == 256 and summary["problems_with_samples"] == 4
+    first = lines[0]
+    none = tmp_path / "samples_gsm8k_2026-01-01T00-00-00.jsonl"
+    none.write_text(json.dumps({**first, "resps": [["The answer is 18."]], "filtered_resps": ["The answer is 18."],
+                                "filter": "none", "exact_match": 1.0}) + "\n")
+    summary, _ = imported("lm-eval", none, "--out", tmp_path / "b", "--keep-grades")
+    record = rows(tmp_path / "b")[0]
+    assert record["extracted"] is None and record["outcome"] == "correct"
+
+
+def test_lm_eval_missing_documents_are_partial(tmp_path):
+    lines = [line for line in ERRORBARS.read_text().splitlines() if json.loads(line)["doc_id"] != 2]
+    cut = tmp_path / "samples_gsm8k_cot_self_consistency_2026-01-01T00-00-00.jsonl"
+    cut.write_text("\n".join(lines) + "\n")
+    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(cut), "--out", str(tmp_path / "r")]),
+                   "doc_ids 0..3 lack 1 (first 2)", tmp_path)
+    summary, output = imported("lm-eval", cut, "--out", tmp_path / "p", "--partial")
+    assert summary["partial"].startswith(cut.name) and "PARTIAL pass@k" in output
+
+
+def test_a_loglikelihood_lm_eval_file_is_refused():
+    path = REAL / "lm-eval-bias" / "samples_bias_classification_2024-06-17T12-20-26.826621.json"
+    code, output = run("import", "lm-eval", path, "--out", REAL / "never")
+    assert code == 2 and "not a generation task" in output and not (REAL / "never").exists()
+
+
+# ---------------------------------------------------------------- OpenCompass: shards, tmp_ files, percent
+
+def shards(tmp_path: Path, step: int = 3, keep=None) -> Path:
+    """COREV2_6A_ cut as OpenCompass's partitioners cut it: parts [i*step:(i+1)*step], keys from 0."""
+    data = json.loads(COREV2.read_text())
+    folder = tmp_path / "predictions" / "qwen-7b-chat-hf"
+    folder.mkdir(parents=True)
+    for part in range(math.ceil(len(data) / step)):
+        if keep is None or part in keep:
+            chunk = {str(i): data[str(part * step + i)] for i in range(min(step, len(data) - part * step))}
+            (folder / f"COREV2_6A__{part}.json").write_text(json.dumps(chunk, indent=4, ensure_ascii=False))
+    return folder
+
+
+def test_opencompass_shards_merge_as_opencompass_merges_them(tmp_path):
+    whole, _ = imported("opencompass", COREV2, "--out", tmp_path / "whole", "--regrade")
+    merged, _ = imported("opencompass", shards(tmp_path), "--out", tmp_path / "merged", "--regrade")
+    assert merged["import"]["mapping"]["merged"] == [f"COREV2_6A__{i}.json" for i in range(3)]
+    strip = lambda rs: [{k: r[k] for k in ("problem_id", "sample_index", "completion")} for r in rs]  # noqa: E731
+    assert strip(rows(tmp_path / "merged")) == strip(rows(tmp_path / "whole")) and len(rows(tmp_path / "whole")) == 8
+
+
+@pytest.mark.parametrize(("keep", "alone", "fragment"), [
+    ({0, 1, 2}, "COREV2_6A__0.json", "part 0 of 3 parts of COREV2_6A_"),
+    ({0, 2}, None, "part COREV2_6A__1.json is missing"),
+])
+def test_opencompass_partial_shards_are_refused(tmp_path, keep, alone, fragment):
+    folder = shards(tmp_path, keep=keep)
+    path = folder / alone if alone else folder
+    assert_refused(lambda: runner.invoke(app, ["import", "opencompass", str(path), "--out", str(tmp_path / "r")]),
+                   fragment, tmp_path)
+
+
+def test_opencompass_tmp_file_is_partial_and_percent_is_read_as_percent(tmp_path):
+    folder = tmp_path / "outputs" / "predictions" / "qwen-7b-chat-hf"
+    folder.mkdir(parents=True)
+    data = json.loads(COREV2.read_text())
+    (folder / "tmp_COREV2_6A_.jsonl").write_text("".join(json.dumps({"idx": int(k), **v}, ensure_ascii=False) + "\n"
+                                                         for k, v in list(data.items())[:5]))
+    assert_refused(lambda: runner.invoke(app, ["import", "opencompass", str(folder), "--out", str(tmp_path / "r")]),
+                   "tmp_COREV2_6A_.jsonl: the file OpenCompass keeps while it infers", tmp_path)
+    summary, output = imported("opencompass", folder, "--out", tmp_path / "p", "--partial", "--regrade")
+    assert summary["problems_with_samples"] == 5 and summary["partial"] and "PARTIAL pass@k" in output
+    shutil.copy(COREV2, folder / "COREV2_6A_.json")
+    results = tmp_path / "outputs" / "results" / "qwen-7b-chat-hf"
+    results.mkdir(parents=True)
+    (results / "COREV2_6A_.json").write_text(json.dumps({"accuracy": 62.5}))  # OpenCompass writes percent
+    summary, _ = imported("opencompass", folder / "COREV2_6A_.json", "--out", tmp_path / "w", "--regrade")
+    assert summary["import"]["reported"] == {"metric": "accuracy", "value": 0.625, "as_written": 62.5,
+                                             "source": str(results / "COREV2_6A_.json")}
+
+
+# ---------------------------------------------------------------- no tokenizer
+
+def test_without_a_tokenizer_token_counts_are_null_and_length_says_so(tmp_path):
+    run_dir = tmp_path / "run"
+    summary, output = imported("evalscope", REAL / "evalscope-1.7/reviews/qwen3-max/gsm8k_main.jsonl", "--out",
+                               run_dir, "--keep-grades")
+    assert all(r["num_tokens"] is None for r in rows(run_dir)) and "num_tokens are null" in output
+    for args in (["groups", run_dir, "--group-sizes", "2"], ["regrade", run_dir, "--out", tmp_path / "re"]):
+        code, out = run(*args)
+        assert code == 0, out
+    for command in ("length", "entropy"):
+        result = runner.invoke(app, [command, str(run_dir)])
+        assert result.exit_code == 2 and result.output.strip().count("\n") == 0, result.output
+        assert "needs them: import again with --tokenizer MODEL" in result.output
+    old, _ = imported("evalscope", REAL / "evalscope-0.x/reviews/Qwen2.5-0.5B-Instruct", "--out", tmp_path / "old",
+                      "--keep-grades")
+    assert [r["num_tokens"] for r in rows(tmp_path / "old")][:3] == [337, 168, 356]  # usage.completion_tokens
