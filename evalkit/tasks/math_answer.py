@@ -61,6 +61,7 @@ from evalkit.tasks.math_text import (
     number_led,
     operands,
     restates,
+    superscripts,
 )
 
 __all__ = ["Found", "final_answer", "last_boxed", "box_group"]
@@ -90,10 +91,12 @@ _MAX_GROUP = 24  # boxes read as one answer at most (a set of roots, not a wall 
 _WINDOW = 300  # characters after a phrase that its answer may span (keeps grading linear in the text)
 _SENTENCE_END = re.compile(r"\n|\.(?=\s|$)|;\s|!(?=\s|$)|[。！；]")
 # the next exercise a model invents: lm-eval stops generation at "Question:" / "Problem:", a few-shot
-# prompt's "Q:"; base models also write "Problem 2." or a chat turn ("Human:")
+# prompt's "Q:"; base models also write "Problem 2.", Minerva's "Subproblem 2:" or a chat turn ("Human:")
 _INVENTED = re.compile(r"\n\s*(?:\**(?:now (?:it )?is your turn|your turn|now you try|try this|exercise|question|"
                        r"problem)\b[^\n]{0,40}:|given this context, can you|(?:q|human|user|问题|题目)\s*\d*\s*[:：]"
-                       r"|problem\s+\d+\b)", re.IGNORECASE)
+                       r"|(?:sub)?problem\s+\d+\b)", re.IGNORECASE)
+_ASKS = re.compile(r"\s*(?:find|compute|calculate|determine|what|how|show|prove|solve|evaluate|simplify|express|"
+                   r"write|give|suppose|consider|if|let|given)\b", re.IGNORECASE)
 _MARKERS = re.compile(r"<eo[ae]>")  # GAOKAO-Bench's end of explanation / end of answer
 _JOINER = re.compile(r"[ \t]*,?[ \t]+(?:and|or)[ \t]+|[ \t]*[和或][ \t]*")
 _CODE = re.compile(r"```(?!output).*?(?:```|$)", re.DOTALL)  # a program, not its ```output
@@ -123,7 +126,7 @@ def final_answer(completion: str, question: str, fallbacks: tuple[str, ...] = ("
     """The answer the completion commits to under the contract above, or None. `restate`:
     flag unevaluated expressions of the question's numbers (for a gold that is a number).
     `expect`: how many answers the gold lists (one box per root or part is read as a list)."""
-    text = _invented_cut(_MARKERS.sub("\n", _CALC.sub("", answer_text(completion))), question)
+    text = _invented_cut(superscripts(_MARKERS.sub("\n", _CALC.sub("", answer_text(completion)))), question)
     found_operands = operands(question) if restate else set()
     found = _anchored(text, expect)
     if found is not None:
@@ -132,15 +135,23 @@ def final_answer(completion: str, question: str, fallbacks: tuple[str, ...] = ("
 
 
 def _invented_cut(text: str, question: str = "") -> str:
-    """The text before the first exercise the model invents after writing something (a
-    completion that opens by restating "Question: ..." is kept whole). A numbered marker
-    ("Question 5:") is the answer's own part when the problem asks numbered questions."""
+    """The text before the first exercise the model invents after writing something. Not
+    an invented exercise: a marker at the very start, one followed by the question's own
+    words (a restatement: Minerva's "Subproblem 1: <the question>"), and a numbered one
+    ("Question 5:", "Subproblem 1:") that asks nothing (the answer's own part: "Question 5:
+    yes, because ...", "Subproblem 1: To find the velocity, we ...")."""
+    asked = re.sub(r"\s+", " ", question)
     numbered = len(re.findall(r"(?m)^\s*\(?\d+[.)]", question)) >= 2
     for invented in _INVENTED.finditer(text):
-        if numbered and re.search(r"\d", invented.group()):
+        if not re.search(r"[0-9A-Za-z]|" + _CJK.pattern, text[: invented.start()]):
             continue
-        if re.search(r"[0-9A-Za-z]|" + _CJK.pattern, text[: invented.start()]):
-            return text[: invented.start()]
+        paragraph = text[invented.end() :].split("\n\n", 1)[0]
+        restated = re.sub(r"\s+", " ", paragraph[:300]).strip(" :")
+        if len(restated) >= 15 and restated in asked:
+            continue
+        if re.search(r"\d", invented.group()) and (numbered or ("?" not in paragraph and not _ASKS.match(paragraph))):
+            continue
+        return text[: invented.start()]
     return text
 
 
@@ -246,8 +257,19 @@ def _phrase_value(text: str, pos: int, *, math_only: bool) -> tuple[int, str] | 
         stop = end.start() if end else min(len(text), pos + _WINDOW)
         return (stop, text[pos:stop].strip().rstrip("$").strip()) if text[pos:stop].strip() else None
     if (match := VALUE.match(text, pos)) is not None:
-        return _joined(text, *number_led(text, match))
+        end, value = number_led(text, match)
+        return _plain_math(text, match.start(), end) or _joined(text, end, value)
     return None if math_only else _text_value(text, pos)
+
+
+def _plain_math(text: str, start: int, end: int) -> tuple[int, str] | None:
+    """A number that goes on as plain-text math to the end of its sentence, with no word in
+    it: "1 - 2/π", "e^(-π/4) * (√2 / 2)" (not "12.3 m/s^2": a unit after a space)."""
+    if not re.match(r"[ \t]*(?:[/*^]|\\cdot|\\times)[ \t]*(?:π|√|\\|\(|[A-Za-z0-9])", text[end:]):
+        return None
+    stop = _SENTENCE_END.search(text, end, end + _WINDOW)
+    span = text[start : stop.start() if stop else min(len(text), end + _WINDOW)].strip().rstrip("$").strip()
+    return None if re.search(r"[A-Za-z]{2,}", re.sub(r"\\[A-Za-z]+", "", span)) else (start + len(span), span)
 
 
 def _joined(text: str, end: int, value: str) -> tuple[int, str]:

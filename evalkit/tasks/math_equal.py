@@ -52,11 +52,12 @@ from evalkit.tasks.math_forms import (
     clock,
     complex_value,
     named_groups,
-    proportional,
+    same_equation,
     same_significant,
     same_time,
     scientific,
 )
+from evalkit.tasks.math_text import superscripts
 from evalkit.tasks.math_value import value
 
 __all__ = ["normalize", "equivalent", "plain_number", "split_top", "is_prose", "answer_count"]
@@ -90,7 +91,7 @@ _FUNCTION_LHS = re.compile(r"^(?:y|[a-z]\([a-z]\))$")  # y, f(x), y(x), g(t): a 
 
 def normalize(text: str) -> str:
     """The normalised form of an answer (module docstring), without its spaces removed."""
-    s = text.strip().replace("\n", " ").translate(_CHARACTERS)
+    s = superscripts(text.strip().replace("\n", " ").translate(_CHARACTERS))
     s = _MIXED.sub(_mixed, s)
     s = _LEFT_RIGHT.sub("", s)
     s = re.sub(r"\\[dtc]frac", r"\\frac", s)
@@ -294,8 +295,8 @@ def equivalent(gold: str, answer: str) -> bool:
     """Whether `answer` is the same answer as `gold` (module docstring); both raw text. A gold
     that lists forms of one answer with `##` (GAOKAO-Bench's `\\frac{3}{10} \\#\\# 0.3`)
     accepts any of them."""
-    if "\\#\\#" in gold:
-        return any(equivalent(form, answer) for form in gold.split("\\#\\#") if form.strip())
+    if re.search(r"\\#\s*\\#", gold):
+        return any(equivalent(form, answer) for form in re.split(r"\\#\s*\\#", gold) if form.strip())
     return _equal(normalize(gold), normalize(answer), depth=0)
 
 
@@ -312,7 +313,7 @@ def _equal(gold: str, answer: str, depth: int) -> bool:
         return decided
     a, b = value(gold), value(answer)
     if a is not None and b is not None:  # no sympy needed
-        return math.isclose(a, b, rel_tol=1e-12) or _close(a, b)
+        return math.isclose(a, b, rel_tol=1e-12) or _close(a, b) or _rounds_to(gold, a, b, answer)
     if (c := complex_value(gold)) is not None and (d := complex_value(answer)) is not None:
         return abs(c - d) <= 1e-9 * max(1.0, abs(c))  # i(2-i) = 1+2i
     if (a is None) != (b is None) and _not_a_number(answer if a is not None else gold):
@@ -327,6 +328,19 @@ def answer_count(gold: str) -> int:
     if (named := named_groups(s)) is not None:
         return len(named[1])
     return len(_expand_pm(split_top(s)))
+
+
+def _rounds_to(gold: str, gold_value: float, answer_value: float, answer: str) -> bool:
+    """A decimal gold of three or more significant digits is the rounded value of an exact
+    answer (`1.0472` for `\\frac{\\pi}{3}`, `0.333` for `1/3`): credited when the answer's
+    value is within half a unit of the gold's last digit. An answer that is itself a
+    decimal must agree to 6 places (`0.46` does not answer `0.5`, nor `1.41` `1.414`)."""
+    match = re.fullmatch(r"-?(\d*)\.(\d+)", _key(gold))
+    if match is None or "." in answer or isinstance(answer_value, complex):
+        return False
+    if len((match.group(1) + match.group(2)).lstrip("0")) < 3:
+        return False
+    return abs(answer_value - gold_value) <= 0.5 * 10 ** -len(match.group(2)) + 1e-12
 
 
 def _not_a_number(s: str) -> bool:
@@ -383,7 +397,7 @@ def _simple(gold: str, answer: str) -> bool | None:
         if other is not None:
             if (sci := scientific(_key(gold))) is not None:  # 4.5e33 is known to two digits
                 return same_significant(sci[0], sci[1], other)
-            return _numbers_equal(number, other)
+            return _numbers_equal(number, other) or _rounds_to(gold, float(number), float(other), answer)
     return None
 
 
@@ -417,8 +431,8 @@ def _equation(gold: str, answer: str, depth: int) -> bool | None:
     if len(gold_sides) == 2 == len(answer_sides):
         if _FUNCTION_LHS.match(_key(gold_sides[0])) and _FUNCTION_LHS.match(_key(answer_sides[0])):
             return _equal(gold_sides[1], answer_sides[1], depth + 1)  # y = 2x+1 answers f(x) = 2x+1
-        if proportional(gold, answer):  # 4x-5y=-50 rearranged: decided without sympy
-            return True
+        if (same := same_equation(gold, answer)) is not None:  # 4x-5y=-50 rearranged: decided without sympy
+            return same
     if "\\approx" in answer:
         exact, approx = answer.split("\\approx", 1)
         return _equal(gold, exact, depth + 1) or _equal(gold, approx, depth + 1)
@@ -480,27 +494,41 @@ def _matched(golds: list[str], answers: list[str], depth: int) -> bool:
 SYMBOLIC_CHARS = 1000  # the longest MATH / GSM8K / AIME gold is 131 characters
 
 
+EQUATION_SECONDS = 1  # math-verify's limit for an equation against an equation (its own limit is 5 s)
+
+
 def _math_verify(gold: str, answer: str) -> bool:
     """math-verify's verdict on two normalised answers; a value it cannot parse is unequal.
     A value longer than SYMBOLIC_CHARS is not parsed (its LaTeX parse grows to seconds: a
-    40,000-character `1+1+...` takes 5 s) and is unequal unless equal as text."""
+    40,000-character `1+1+...` takes 5 s) and is unequal unless equal as text. A comparison
+    with an equation that math-verify cannot decide within EQUATION_SECONDS to parse and to
+    verify is unequal, not `timeout`: most equations were already decided by value
+    (math_forms.same_equation), and what sympy cannot settle in a second it seldom settles
+    in five."""
     from math_verify import verify
+    from math_verify.errors import (
+        TimeoutException,  # a BaseException: `except Exception` lets it through
+    )
 
     if max(len(gold), len(answer)) > SYMBOLIC_CHARS:
         return False
-    parsed_gold, parsed_answer = _parse(gold), _parse(answer)
-    if not parsed_gold or not parsed_answer:
-        return False
+    equation = "=" in gold or "=" in answer
+    limit = EQUATION_SECONDS if equation else 5
     try:
-        return bool(verify(list(parsed_gold), list(parsed_answer), raise_on_error=True))
-    except Exception as exc:  # sympy raises many types on odd input
-        if type(exc).__name__ == "TimeoutException":
-            raise
+        parsed_gold, parsed_answer = _parse(gold, limit), _parse(answer, limit)
+        if not parsed_gold or not parsed_answer:
+            return False
+        return bool(verify(list(parsed_gold), list(parsed_answer), timeout_seconds=limit, raise_on_error=True))
+    except TimeoutException:
+        if not equation:
+            raise  # the grade is `timeout`
+        return False
+    except Exception:  # sympy raises many types on odd input
         return False
 
 
 @lru_cache(maxsize=4096)
-def _parse(value: str) -> tuple:
+def _parse(value: str, limit: int = 5) -> tuple:
     """math-verify's parse of one isolated value (cached: a gold is parsed once per worker)."""
     from latex2sympy2_extended import NormalizationConfig
     from math_verify import LatexExtractionConfig, parse
@@ -513,7 +541,7 @@ def _parse(value: str) -> tuple:
     )
     try:
         return tuple(parse(f"${value}$", extraction_config=[config], extraction_mode="first_match",
-                           raise_on_error=True))
+                           parsing_timeout=limit, raise_on_error=True))
     except Exception as exc:
         if type(exc).__name__ == "TimeoutException":
             raise

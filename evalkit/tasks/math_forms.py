@@ -5,10 +5,10 @@ named solution groups, times of day, complex constants and equations checked by 
     scientific("6\\times10^{-3}")           # (Fraction(3, 500), 1)
     same_time("20:34", "8:34 P.M.")         # True
     named_groups("p=5,q=2;p=7,q=2")         # (["p", "q"], [{"p": "5", "q": "2"}, {"p": "7", "q": "2"}])
-    proportional("y=2x+3", "2x-y+3=0")      # True: the same equation rearranged
+    same_equation("y=2x+3", "2x-y+3=0")     # True: the same equation rearranged
 
 All of them read text already normalised by math_equal.normalize with its spaces removed
-(math_equal._key), except `named_groups` and `proportional`, which take normalised text.
+(math_equal._key), except `named_groups` and `same_equation`, which take normalised text.
 
 Sources: scientific notation as Python and lm-eval write it (`3e8`) and as LaTeX writes it
 (`3 \\times 10^{8}`), the forms of Minerva's OCW golds (`4.5e33`) and OlympiadBench's judge
@@ -20,17 +20,16 @@ one-letter variables (`x`, `y`); anything else goes to math-verify under a one-s
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from fractions import Fraction
 
 from evalkit.tasks.math_value import value
 
-__all__ = ["scientific", "same_significant", "clock", "same_time", "named_groups", "proportional", "complex_value"]
+__all__ = ["scientific", "same_significant", "clock", "same_time", "named_groups", "same_equation", "complex_value"]
 
 _MANTISSA = r"(?P<m>[-+]?(?:\d+\.?\d*|\.\d+))"
-_EXPONENT = r"(?:\{(?P<b>[-+]?\d+)\}|(?P<p>[-+]?\d+))"
+_EXPONENT = r"(?:\{(?P<b>[-+]?\d+)\}|\((?P<r>[-+]?\d+)\)|(?P<p>[-+]?\d+))"
 _SCI = re.compile(rf"{_MANTISSA}(?:[eE](?P<e>[-+]?\d+)|(?:\\times|\\cdot|\*|×|x)10\^{_EXPONENT})")
 _POWER_OF_TEN = re.compile(rf"(?P<s>[-+]?)10\^{_EXPONENT}")
 _MAX_EXPONENT = 300  # beyond it a float cannot hold the value; such a gold is compared as text
@@ -42,9 +41,9 @@ def scientific(key: str) -> tuple[Fraction, int] | None:
     """(value, significant digits of the mantissa) of a number in scientific notation
     (`3e8`, `2.3E-3`, `6\\times10^{-3}`, `9.98x10^-25`, `10^{-8}`), else None."""
     if (match := _SCI.fullmatch(key)) is not None:
-        mantissa, exponent = match.group("m"), match.group("e") or match.group("b") or match.group("p")
+        mantissa, exponent = match.group("m"), match.group("e") or match.group("b") or match.group("r") or match.group("p")
     elif (match := _POWER_OF_TEN.fullmatch(key)) is not None:
-        mantissa, exponent = f"{match.group('s')}1", match.group("b") or match.group("p")
+        mantissa, exponent = f"{match.group('s')}1", match.group("b") or match.group("r") or match.group("p")
     else:
         return None
     if abs(int(exponent)) > _MAX_EXPONENT:
@@ -121,36 +120,70 @@ def complex_value(latex: str) -> complex | None:
     return value(latex, variables={"i": 1j})
 
 
-def proportional(first: str, second: str) -> bool | None:
-    """Whether two equations `L1 = R1`, `L2 = R2` are the same up to a constant factor
-    (`L1 - R1 = c (L2 - R2)`, c != 0), checked at seeded random points of their variables:
-    True, False, or None when a side has no value here (functions, subscripts, ...)."""
-    sides = [[s for s in eq.split("=")] for eq in (first, second)]
-    if any(len(s) != 2 for s in sides):
+def same_equation(first: str, second: str) -> bool | None:
+    """Whether two equations have the same solutions, checked by value: on seeded random
+    lines through their variables, every root of one side's `L - R` is a root of the
+    other's, both ways (`4x-5y=-50` = `-4x+5y=50`; `\\frac{x^2}{a^2}+\\frac{y^2}{b^2}=1` =
+    `b^2x^2+a^2y^2=a^2b^2`; `x^2+y^2=1` != `x^2-y^2=1`). True, False, or None when a side
+    has no value here (functions, subscripts), no root is found, or values grow past 1e12
+    (where a float cannot tell `x^{100}+1` from `x^{100}`)."""
+    equations = [eq.split("=") for eq in (first, second)]
+    if any(len(sides) != 2 for sides in equations):
         return None
     letters = sorted(set(re.findall(r"(?<![A-Za-z\\])[a-z](?![A-Za-z])", f"{first} {second}")))
     if not letters or len(letters) > 4:
         return None
-    rng = random.Random(0)
-    ratios = []
-    for _ in range(5):
-        point = {name: rng.uniform(0.7, 2.3) for name in letters}
-        differences = [_difference(eq, point) for eq in sides]
-        if None in differences:
-            return None
-        d1, d2 = differences
-        if abs(d2) < 1e-12:
-            if abs(d1) > 1e-9:
-                return False
-            continue
-        ratios.append(d1 / d2)
-    if not ratios:
-        return None
-    return all(abs(r) > 1e-12 and math.isclose(r, ratios[0], rel_tol=1e-9) for r in ratios)
+    rng, roots = random.Random(0), 0
+    for trial in range(2 * len(letters) + 2):
+        free, point = letters[trial % len(letters)], {name: rng.uniform(0.6, 1.9) for name in letters}
+        for this, other in (equations, equations[::-1]):
+            for root in _roots(this, free, point):
+                at = dict(point, **{free: root})
+                if not _vanishes(this, at):
+                    continue  # a pole, where the sign changes too
+                if (vanishes := _vanishes(other, at)) is None:
+                    return None
+                if not vanishes:
+                    return False
+                roots += 1
+    return True if roots >= 3 else None
 
 
-def _difference(sides: list[str], point: dict[str, float]) -> float | None:
+def _difference(sides: list[str], point: dict[str, float]) -> tuple[float, float] | None:
+    """(L - R, the larger of |L| and |R|) at a point, or None."""
     left, right = (value(side, variables=point) for side in sides)
     if left is None or right is None or isinstance(left, complex) or isinstance(right, complex):
         return None
-    return left - right
+    scale = max(abs(left), abs(right))
+    return (left - right, scale) if scale < 1e12 else None
+
+
+def _vanishes(sides: list[str], point: dict[str, float]) -> bool | None:
+    found = _difference(sides, point)
+    return None if found is None else abs(found[0]) <= 1e-7 * max(1.0, found[1])
+
+
+_GRID = sorted([0.013 + s * 0.1 * 1.25**k for k in range(30) for s in (1, -1)])  # about -65 to 65, finer near 0
+
+
+def _roots(sides: list[str], free: str, point: dict[str, float]) -> list[float]:
+    """Up to two roots of `L - R` in the variable `free` (sign changes on a grid, bisected)."""
+    grid = _GRID
+    values = []
+    for t in grid:
+        found = _difference(sides, dict(point, **{free: t}))
+        values.append(None if found is None else found[0])
+    roots = []
+    for k in range(len(grid) - 1):
+        (a, fa), (b, fb) = (grid[k], values[k]), (grid[k + 1], values[k + 1])
+        if fa is None or fb is None or fa * fb > 0 or len(roots) >= 2:
+            continue
+        for _ in range(40):
+            middle = (a + b) / 2
+            found = _difference(sides, dict(point, **{free: middle}))
+            if found is None:
+                break
+            a, b, fa = (middle, b, found[0]) if found[0] * fa > 0 else (a, middle, fa)
+        else:
+            roots.append((a + b) / 2)
+    return roots

@@ -33,6 +33,7 @@ def value(latex: str, variables: dict[str, float | complex] | None = None) -> fl
     """The value of `latex` (module docstring), or None."""
     if len(latex) > 200 or re.search(r"\d\s*\\[dt]?frac", latex):  # a mixed number reads 1\frac14 = 5/4
         return None
+    latex = re.sub(r"(\d)[eE]([-+]?\d+)(?![\d.])", r"\1*10^{\2}", latex)  # 3e8 is 3 * 10^8, not 3 * e * 8
     python = _to_python(latex, variables or {})
     if python is None:
         return None
@@ -55,6 +56,8 @@ def _to_python(latex: str, variables: dict) -> str | None:
         pos = match.end()
         if char is not None and char.isspace():
             continue
+        if char == "e" and "e" not in variables:
+            char, number = None, "2.718281828459045"  # Euler's number, in a constant expression
         variable = char is not None and char in variables
         starts_factor = number is not None or command in ("\\frac", "\\sqrt", "\\pi") or char in ("(", "{") or variable
         if starts_factor and factor_end:
