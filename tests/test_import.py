@@ -121,6 +121,23 @@ def write_lighteval(root: Path) -> tuple[Path, list]:
     return path, []
 
 
+def write_lighteval_old(root: Path) -> tuple[Path, list]:
+    """lighteval v0.6-v0.10: flat columns of DetailsLogger.Detail (info_loggers.py at v0.10.0)."""
+    import pandas as pd
+
+    rows = []
+    for _pid, question, gold, correct, count in PROBLEMS:
+        texts = [r[0] for r in completions(gold, correct, count)]
+        rows.append({"example": question, "instruction": "", "full_prompt": f"Question: {question}\nAnswer:",
+                     "num_effective_few_shots": 0, "num_asked_few_shots": 0, "predictions": texts,
+                     "prediction_logits": [], "input_tokens": [[1, 2, 3]], "cont_tokens": [[5] * len(t) for t in texts],
+                     "truncated": [0], "padded": [0], "gold": [gold], "pred_logits": [], "choices": [],
+                     "gold_index": [], "metrics": {"pass@1:8_samples": correct / count}, "specifics": {"kind": "arith"}})
+    path = root / "details_lighteval|arith|0_2025-01-01T00-00-00.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    return path, []
+
+
 def verl_lines(step: int):
     for _pid, question, gold, _, text, ok, answer in each_sample():
         yield {"input": f"user\n{question}\nassistant\n", "output": text, "gts": gold, "score": 1.0 if ok else -1.0,
@@ -218,6 +235,7 @@ FORMATS = [
     ("lm-eval", write_lm_eval, PROBLEMS, False),
     ("lm-eval", write_lm_eval_single, None, True),
     ("lighteval", write_lighteval, PROBLEMS, False),
+    ("lighteval", write_lighteval_old, PROBLEMS, False),
     ("verl", write_verl, PROBLEMS, True),
     ("verl", write_verl_generation, PROBLEMS, False),
     ("trl", write_trl, PROBLEMS, True),

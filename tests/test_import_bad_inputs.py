@@ -102,7 +102,7 @@ CASES = [
     (["import", "lm-eval", "{lm_loglik}", *OUT], "not a generation task"),
     (["import", "lighteval", "{le_no_response}", *OUT], "no column 'model_response'"),
     (["import", "lighteval", "{le_not_parquet}", *OUT], "not a readable Parquet file"),
-    (["import", "verl", "{verl_dumps}", *OUT], "no field 'gts'"),
+    (["import", "verl", "{verl_dumps}", *OUT], "has no gold answer in the file; give --task"),  # verl < 0.6: no gts
     (["import", "verl", "{verl_dumps}", "--step", "7", *OUT], "--step 7: no such <step>.jsonl"),
     (["import", "verl", "{empty_folder}", *OUT], "no <step>.jsonl of verl dump"),
     (["import", "trl", "{trl_no_completion}", *OUT], "no column 'completion'"),

@@ -3,14 +3,19 @@
     evalkit import lighteval results/details/model/2025-01-01T00-00-00/details_lighteval|gsm8k|0_2025.parquet --out runs/le
 
 Writer: huggingface/lighteval `src/lighteval/logging/evaluation_tracker.py` (`save_details`:
-`Dataset.from_list([asdict(detail) ...])`, columns sorted, written with `to_parquet`) of
-`src/lighteval/logging/info_loggers.py` `DetailsLogger.Detail` (doc, model_response, metric).
-`doc` is `src/lighteval/tasks/requests.py` `Doc` (query, choices, gold_index, id, task_name,
-specific, ...): the gold is `choices[gold_index]` (the first when a list). `model_response` is
-`src/lighteval/models/model_output.py` `ModelResponse`: `text` (n completions),
-`output_tokens` (their token ids, kept in samples.jsonl as `token_ids`, and counted as
-num_tokens), `input_tokens`, `logprobs`. `metric` holds one value per document (pass@k:k=1&n=8,
-...); only with one completion per document is it that completion's grade (the first metric).
+`Dataset.from_list([asdict(detail) ...])` written with `to_parquet` as
+`details_<task>_<date_id>.parquet`) of `src/lighteval/logging/info_loggers.py`
+`DetailsLogger.Detail`, in two layouts (read at the tags named):
+- v0.11.0 to v0.13.0: columns `doc`, `model_response`, `metric`. `doc` is
+  `src/lighteval/tasks/requests.py` `Doc` (query, choices, gold_index, id, task_name, ...): the
+  gold is `choices[gold_index]` (the first when a list). `model_response` is
+  `src/lighteval/models/model_output.py` `ModelResponse`: `text` (n completions), `output_tokens`
+  (their token ids, kept in samples.jsonl as `token_ids`, and counted as num_tokens).
+- v0.6.0 to v0.10.0: flat columns `example` (the query), `full_prompt`, `predictions` (the
+  completions, flattened over the request's n), `cont_tokens`, `gold` (doc.get_golds()), `choices`,
+  `gold_index`, `metrics`, `specifics`; no document id (the row is the problem).
+`metric(s)` holds one value per document (pass@k:k=1&n=8, ...); only with one completion per
+document is it that completion's grade (the first metric).
 """
 
 from __future__ import annotations
@@ -39,38 +44,59 @@ def _plain(value):
 def read(path: Path, opts: ImportOptions) -> Imported:
     path = one_file(path, "details_*.parquet", "lighteval")
     frame = read_parquet(path, FMT)
-    for column in ("doc", "model_response", "metric"):
+    old = "model_response" not in frame.columns and {"example", "predictions", "metrics"} <= set(frame.columns)
+    columns = ("example", "predictions", "metrics") if old else ("doc", "model_response", "metric")
+    for column in columns:
         if column not in frame.columns:
             raise UsageError(f"{path}: no column {column!r}; not a {FMT} file?")
     problems, samples, metric_names = {}, [], set()
-    for row_number, (doc, response, metric) in enumerate(zip(frame["doc"], frame["model_response"], frame["metric"],
-                                                             strict=True), start=1):
+    for row_number, row in enumerate(frame.to_dict("records"), start=1):
         where = f"{path}: row {row_number}"
-        doc, response = _plain(doc), _plain(response)
-        query, choices, gold_index = (need(doc, k, f"{where} doc", FMT) for k in ("query", "choices", "gold_index"))
-        texts = need(response, "text", f"{where} model_response", FMT)
-        key = str(doc.get("id") or row_number - 1)
+        key, info, texts, tokens, metric = _old_row(row, row_number) if old else _row(row, where, row_number)
         if key in problems:
             raise UsageError(f"{where}: doc id {key!r} twice")
-        first = gold_index[0] if isinstance(gold_index, list) else gold_index
-        gold = choices[first] if isinstance(choices, list) and isinstance(first, int) and first < len(choices) else None
-        problems[key] = {"question": doc.get("original_query") or query, "gold": gold}
-        tokens = response.get("output_tokens") or []
-        metric = _plain(metric) if isinstance(metric, dict) else {}
+        problems[key] = info
         name = next(iter(metric), None)
         metric_names.add(name)
         for i, text in enumerate(texts):
             sample = {"problem": key, "completion": str(text), "index": i}
             if i < len(tokens) and tokens[i] is not None and len(tokens[i]):
                 sample["token_ids"] = tokens[i]
-            if len(texts) == 1 and name is not None and metric[name] is not None:
+            if len(texts) == 1 and name is not None and isinstance(metric[name], int | float | bool):
                 sample["score"] = metric[name]
             samples.append(sample)
     graded = bool(samples) and all("score" in s for s in samples)
     name = sorted(n for n in metric_names if n)[0] if graded and any(metric_names) else None
-    mapping = {"problem": "doc.id (else the row)", "question": "doc.original_query or doc.query",
-               "gold": "doc.choices[doc.gold_index]", "completion": "model_response.text[i]",
-               "num_tokens": "len(model_response.output_tokens[i])", "grade": name}
+    mapping = ({"problem": "the row", "question": "example", "gold": "gold[0]", "completion": "predictions[i]",
+                "num_tokens": "len(cont_tokens[i])", "grade": name} if old else
+               {"problem": "doc.id (else the row)", "question": "doc.original_query or doc.query",
+                "gold": "doc.choices[doc.gold_index]", "completion": "model_response.text[i]",
+                "num_tokens": "len(model_response.output_tokens[i])", "grade": name})
     why = f"{path}: lighteval's metric is one value per document, not per completion: use --regrade"
-    task = str(_plain(frame["doc"].iloc[0]).get("task_name") or path.stem) if len(frame) else path.stem
-    return Imported("lighteval", task.replace("|", "_"), (path,), problems, samples, mapping, name, why)
+    first = _plain(frame["doc"].iloc[0]) if not old and len(frame) else {}
+    task = str(first.get("task_name") or path.stem.removeprefix("details_").rsplit("_", 1)[0])
+    return Imported("lighteval", task.replace("|", "_"), (path,), problems, samples, mapping, name, why,
+                    notes={"layout": "v0.6-v0.10 flat columns" if old else "v0.11+ doc/model_response/metric"})
+
+
+def _row(row: dict, where: str, number: int):
+    doc, response = _plain(row["doc"]), _plain(row["model_response"])
+    query, choices, gold_index = (need(doc, k, f"{where} doc", FMT) for k in ("query", "choices", "gold_index"))
+    texts = need(response, "text", f"{where} model_response", FMT)
+    key = str(doc.get("id") or number - 1)
+    first = gold_index[0] if isinstance(gold_index, list) else gold_index
+    gold = choices[first] if isinstance(choices, list) and isinstance(first, int) and first < len(choices) else None
+    metric = _plain(row["metric"]) if isinstance(row["metric"], dict) else {}
+    return key, {"question": doc.get("original_query") or query, "gold": gold}, texts, \
+        response.get("output_tokens") or [], metric
+
+
+def _old_row(row: dict, number: int):
+    texts = [t for t in _plain(row["predictions"]) or [] if isinstance(t, str)]
+    golds = _plain(row.get("gold")) or []
+    tokens = _plain(row.get("cont_tokens")) or []
+    tokens = tokens if len(tokens) == len(texts) and all(isinstance(t, list) for t in tokens) else []
+    metric = _plain(row["metrics"]) if isinstance(row["metrics"], dict) else {}
+    gold = golds[0] if isinstance(golds, list) and golds else None
+    return str(number - 1), {"question": row.get("example") or row.get("full_prompt"), "gold": gold}, texts, \
+        tokens, metric

@@ -14,7 +14,8 @@ Both read here: a file whose first character is `[` is the array.
 The logged example is built in `lm_eval/evaluator.py` (v0.4.11: doc_id, doc, target, arguments,
 resps, filtered_resps, filter, metrics, doc_hash, prompt_hash, target_hash, and each metric's
 value under its name), once per (document, filter), every document of the first filter, then
-the next filter's. `--filter NAME` chooses the filter whose lines are read; the default is the
+the next filter's (files of mid-2024 log no `filter` and no `metrics`: one filter, read as
+`none`). `--filter NAME` chooses the filter whose lines are read; the default is the
 first the task lists (gsm8k: strict-match), named in the output. With `repeats: K`, `resps[0]`
 holds the K completions and the metric is one value per document (the filter votes or takes the
 first): there are no per-completion grades, so they are regraded. With one completion the

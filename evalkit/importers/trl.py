@@ -3,7 +3,9 @@
     evalkit import trl out/grpo/completions/ --out runs/trl-last --task hf:openai/gsm8k:main:test --tokenizer out/grpo
     evalkit import trl out/grpo/completions/completions_00050.parquet --out runs/trl-50 --task arith --keep-grades
 
-Writer: huggingface/trl `trl/trainer/grpo_trainer.py` `log` (with `log_completions=True`):
+Writer: huggingface/trl `trl/trainer/grpo_trainer.py` `log` (with `log_completions=True`; read at
+v0.28.0, v1.0.0 and v1.9.0: the parquet file exists since commit 035c3ff15, first released in
+v0.28.0; earlier releases sent the completions to wandb or the console only):
 `pd.DataFrame({"step", "prompt", "completion", **rewards (one column per reward function,
 named by it), **extra, "advantage"})` written to `<output_dir>/completions/completions_
 {global_step:05d}.parquet`. `prompt` is the rendered prompt text. A group is the rows of one

@@ -4,14 +4,15 @@
     evalkit import verl val_generations/120.jsonl --out runs/verl-120 --tokenizer Qwen/Qwen2.5-1.5B
     evalkit import verl gen/test_output.parquet --out runs/verl-gen --regrade
 
-Dumps: volcengine/verl `verl/trainer/ppo/ray_trainer.py` `_dump_generations` writes
-`<dump_path>/<global_steps>.jsonl`, one line per completion: `input` (the decoded prompt),
-`output`, `gts` (reward_model.ground_truth), `score` (the summed token-level reward), `step`,
-and every reward extra key of the same length (e.g. `acc` and `pred` of
-`verl/utils/reward_score/math_dapo.py`). There is no group id: completions are grouped by
-`input`. The kept grade is `acc` where the dump has it, else `score` (>= 1 correct: verl's
+Dumps: volcengine/verl `verl/trainer/ppo/ray_trainer.py` `_dump_generations` (read at v0.4.1,
+v0.5.0, v0.6.0, v0.7.0) writes `<dump_path>/<global_steps>.jsonl`, one line per completion: `input`
+(the decoded prompt), `output`, `score` (the summed token-level reward), `step`, and every reward
+extra key of the same length (e.g. `acc` and `pred` of `verl/utils/reward_score/math_dapo.py`);
+since v0.6.0 also `gts` (reward_model.ground_truth). A dump without `gts` (v0.4, v0.5) has no gold
+answers: give `--task` (matched by the prompt text). There is no group id: completions are grouped
+by `input`. The kept grade is `acc` where the dump has it, else `score` (>= 1 correct: verl's
 rule-based scorers give 1.0 for a right answer); `pred` is the extracted answer.
-main_generation: `verl/trainer/main_generation.py` writes the input dataset's columns plus
+main_generation: `verl/trainer/main_generation.py` (v0.4.1 to v0.7.0) writes the input dataset's columns plus
 `responses` (a list of n_samples strings per row) with `dataset.to_parquet`; the prompt is the
 dataset's chat list (`prompt`, verl's data format), the gold `reward_model.ground_truth`, the
 id `extra_info.index` (else the row). It has no grades: they are regraded.
@@ -54,7 +55,7 @@ def _dump(path: Path, opts: ImportOptions) -> Imported:
     for number, record in lines:
         where = f"{path}:{number}"
         prompt, output = need(record, "input", where, FMT), need(record, "output", where, FMT)
-        gold, score = need(record, "gts", where, FMT), need(record, "score", where, FMT)
+        gold, score = record.get("gts"), need(record, "score", where, FMT)  # gts: since v0.6.0
         steps.add(need(record, "step", where, FMT))
         info = problems.setdefault(prompt, {"question": prompt, "gold": gold})
         if info["gold"] != gold:
@@ -67,7 +68,8 @@ def _dump(path: Path, opts: ImportOptions) -> Imported:
     if len(steps) > 1:
         raise UsageError(f"{path}: holds steps {sorted(steps)[:4]}; one dump file is one step")
     grade = "acc" if has_acc else "score"
-    mapping = {"problem": "input (grouped: no group id in the dump)", "gold": "gts", "completion": "output",
+    mapping = {"problem": "input (grouped: no group id in the dump)", "gold": "gts (since verl 0.6; else --task)",
+               "completion": "output",
                "grade": f"{grade} (>= 1 or true is correct)", "extracted": "pred (when present)"}
     return Imported("verl", f"verl-step{next(iter(steps))}", (path,), problems, samples, mapping, grade,
                     notes={"step": next(iter(steps))})

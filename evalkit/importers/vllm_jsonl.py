@@ -2,7 +2,8 @@
 
     evalkit import vllm outputs.jsonl --out runs/vllm --task hf:HuggingFaceH4/MATH-500::test
 
-Shape: vllm-project/vllm `vllm/outputs.py` `RequestOutput` (request_id, prompt,
+vLLM writes no such file itself: this is the shape users dump. Fields: vllm-project/vllm
+`vllm/outputs.py` (v0.33.0, the release `tools/vllm_check.py` checks) `RequestOutput` (request_id, prompt,
 prompt_token_ids, outputs) and `CompletionOutput` (index, text, token_ids, cumulative_logprob,
 logprobs, finish_reason), dumped one request per line (e.g. `{"request_id": o.request_id,
 "prompt": o.prompt, "outputs": [vars(c) ...]}`). Requests with the same prompt are one problem;
