@@ -45,8 +45,10 @@ class Run:
 
     @property
     def label(self) -> str:
-        """Short display name: the folder name (display only, never parsed)."""
-        return self.path.name or str(self.path)
+        """Short display name: the folder name (display only, never parsed); a partial import
+        (`evalkit import --partial`) says so wherever its figures are shown."""
+        name = self.path.name or str(self.path)
+        return f"{name} (partial)" if self.summary.get("partial") else name
 
     def identity(self) -> dict:
         """What the run is, for output records: path, model, task, sampling."""

@@ -205,6 +205,9 @@ def test_lm_eval_missing_documents_are_partial(tmp_path):
                    "doc_ids 0..3 lack 1 (first 2)", tmp_path)
     summary, output = imported("lm-eval", cut, "--out", tmp_path / "p", "--partial")
     assert summary["partial"].startswith(cut.name) and "PARTIAL pass@k" in output
+    code, shown = run("report", tmp_path / "p", "--out", tmp_path / "report")  # the report's tables say it too
+    assert code == 0, shown
+    assert "p (partial)" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_a_loglikelihood_lm_eval_file_is_refused():
