@@ -146,7 +146,7 @@ def _invented_cut(text: str, question: str = "") -> str:
         if not re.search(r"[0-9A-Za-z]|" + _CJK.pattern, text[: invented.start()]):
             continue
         paragraph = text[invented.end() :].split("\n\n", 1)[0]
-        restated = re.sub(r"\s+", " ", paragraph[:300]).strip(" :")
+        restated = re.sub(r"\s+", " ", paragraph[:300].split("?")[0]).strip(" :")  # its question, not the answer after it
         if len(restated) >= 15 and restated in asked:
             continue
         if re.search(r"\d", invented.group()) and (numbered or ("?" not in paragraph and not _ASKS.match(paragraph))):
@@ -295,10 +295,12 @@ def _text_value(text: str, pos: int) -> tuple[int, str] | None:
     end = _SENTENCE_END.search(text, pos, pos + _WINDOW)
     stop = end.start() if end else min(len(text), pos + _WINDOW)
     value = text[pos:stop].strip().strip("*").strip().strip("\"'`").strip()
-    if re.fullmatch(r"\(?[A-Z]\)?", value) or re.match(r"\([A-Z]\)(?:\s|$)", value):
-        return stop, value  # a letter answer: "A", "(C) 12" (not the article in "a total of 5")
+    if re.fullmatch(r"\(?[A-Z]\)?(?:\s*[,、和]\s*\(?[A-Z]\)?)*", value) or re.match(r"\([A-Z]\)(?:\s|$)", value):
+        return stop, value  # a letter answer: "A", "A, C", "(C) 12" (not the article in "a total of 5")
     if _CJK.search(value) and (numbers := list(VALUE.finditer(value))):
         return stop, clean(numbers[-1])  # "他看了3页" (he read 3 pages): its number
+    if len(_CJK.findall(value)) > 12 or re.search(r"[，：]", value):
+        return None  # a sentence in Chinese that opens a derivation ("首先，我们解这个方程组："): no answer
     if not value or not re.search(r"[A-Za-z0-9]|" + _CJK.pattern, value) or _STOP_WORD.match(value):
         return None
     words = len(re.findall(r"[A-Za-z]{2,}", value))
