@@ -84,6 +84,79 @@ CASES = [
     ("gsm8k flexible", "gsm8k", "", "72", "She sold 48 + 24 = 72 clips.", "correct"),
     ("word number", "gsm8k", "", "4", "The answer is four.", "correct"),
     ("word number", "gsm8k", "", "4", "Four containers were imported.", "no_answer"),  # a limit: words are read only as an answer
+    # issue 42: each form and its negative twin
+    ("scientific", "math", "", "3 \\times 10^8", "The answer is 3e8.", "correct"),
+    ("scientific", "math", "", "3 \\times 10^8", "The answer is 3e9.", "incorrect"),
+    ("scientific", "math", "", "0.0023", "\\boxed{2.3e-3}", "correct"),
+    ("scientific", "math", "", "0.0023", "\\boxed{2.3e-2}", "incorrect"),
+    ("scientific", "math", "", "6 \\times 10^{-3}", "\\boxed{0.006}", "correct"),
+    ("scientific", "math", "", "6 \\times 10^{-3}", "\\boxed{0.06}", "incorrect"),
+    ("scientific", "math", "", "1e-8", "\\boxed{10^{-8}}", "correct"),
+    ("scientific", "math", "", "1e-8", "\\boxed{2 \\times 10^{-8}}", "incorrect"),  # math-verify rounds both to 0
+    ("scientific", "math", "", "3.54e-07", "Therefore, the answer is 3.54 × 10⁻⁷.", "correct"),
+    ("scientific", "math", "", "1.28e-06", "Therefore, the answer is 1.28 × 10^(-6).", "correct"),
+    ("significant digits", "math", "", "4.5e33", "so $L \\approx \\boxed{4.46 \\times 10^{33}}$ erg/s", "correct"),
+    ("significant digits", "math", "", "4.5e33", "so $L \\approx \\boxed{4.4 \\times 10^{33}}$ erg/s", "incorrect"),
+    ("significant digits", "math", "", "4.46e33", "so $L \\approx \\boxed{4.5 \\times 10^{33}}$ erg/s", "incorrect"),
+    ("ordered pair", "math", "", "10^{3},10", "\\boxed{(1000, 10)}", "correct"),
+    ("ordered pair", "math", "", "10^{3},10", "\\boxed{(10, 1000)}", "incorrect"),
+    ("box per root", "math", "", "1, -2", "The first root is $\\boxed{1}$.\n\nThe second root is $\\boxed{-2}$.", "correct"),
+    ("box per root", "math", "", "1, -2", "The roots are $x = -2$ and ... so $\\boxed{-2}$.", "incorrect"),  # a partial list
+    ("box per root", "math", "", "1, -2", "The discriminant is $\\boxed{9}$.\n\nThe root is $\\boxed{-2}$.", "incorrect"),
+    ("named solutions", "math", "", "p=5,q=2;p=7,q=2", "\\boxed{(5,2),(7,2)}", "correct"),
+    ("named solutions", "math", "", "p=5,q=2;p=7,q=2", "The solutions are $p=7, q=2$ and $p=5, q=2$: \\boxed{p=7, q=2, p=5, q=2}",
+     "correct"),
+    ("named solutions", "math", "", "p=5,q=2;p=7,q=2", "\\boxed{(2,5),(2,7)}", "incorrect"),
+    ("named solutions", "math", "", "p=5,q=2;p=7,q=2", "\\boxed{(5,2)}", "incorrect"),
+    ("and / or", "math", "", "2, 3", "The answer is 2 and 3.", "correct"),
+    ("and / or", "math", "", "2, 3", "The answer is 2 or 3.", "correct"),
+    ("and / or", "math", "", "2, 3", "The answer is 2 and 4.", "incorrect"),
+    ("and / or", "math", "", "17", "The answer is 7 and 10 = 17.", "correct"),
+    ("mixed number", "math", "", "\\frac{3}{2}", "The answer is 1 1/2.", "correct"),
+    ("mixed number", "math", "", "\\frac{3}{2}", "The answer is 1 1/3.", "incorrect"),
+    ("decimal comma", "math", "", "1.22", "La réponse est 1,22.", "correct"),
+    ("decimal comma", "math", "", "1.22", "La réponse est 1,23.", "incorrect"),
+    ("space thousands", "math", "", "1000", "The answer is 1 000.", "correct"),
+    ("space thousands", "math", "", "1000", "The answer is 1 001.", "incorrect"),
+    ("leading dot", "math", "", "0.4", "\\boxed{.4}", "correct"),
+    ("leading dot", "math", "", "0.4", "\\boxed{.5}", "incorrect"),
+    ("imaginary unit", "math", "", "1+2i", "\\boxed{i(2-i)}", "correct"),
+    ("imaginary unit", "math", "", "1+2i", "\\boxed{i(2+i)}", "incorrect"),
+    ("chinese", "gsm8k", "", "858", "所以一共有858颗。", "correct"),
+    ("chinese", "gsm8k", "", "858", "所以一共有857颗。", "incorrect"),
+    ("chinese", "math", "", "3", "答：他看了3页。", "correct"),
+    ("chinese", "math", "", "A", "【解析】……所以答案是A。<eoe>\n【答案】A<eoa>", "correct"),
+    ("chinese", "math", "", "A", "【解析】……<eoe>\n【答案】B<eoa>", "incorrect"),
+    ("chinese", "math", "", "A", "【答案】: A, C <eoa>", "incorrect"),  # two options for a one-answer question
+    ("chinese", "math", "", "2, 3", "【答案】2和3<eoa>", "correct"),
+    ("french", "gsm8k", "", "18", "Elle gagne 9 * 2 = 18 dollars.\nRéponse : 18", "correct"),
+    ("french", "gsm8k", "", "18", "Il lui reste 3 œufs. La réponse est donc 18.", "correct"),
+    ("french", "gsm8k", "", "18", "Elle gagne 18 dollars.\nRéponse : 19", "incorrect"),
+    ("invented exercise", "gsm8k", "", "18", "She makes 18 dollars.\nQuestion: John has 3 apples. How many? Answer: 3",
+     "correct"),
+    ("invented exercise", "gsm8k", "", "3", "She makes 18 dollars.\nQuestion: John has 3 apples. How many? Answer: 3",
+     "incorrect"),
+    ("invented exercise", "gsm8k", "", "18", "9 * 2 = 18\n\nQ: Tom has 5 pens. He buys 2 more. How many?\nA: 7", "correct"),
+    ("invented exercise", "math", "", "18", "So she makes 18.\n\nProblem 2. Compute 5+6. The answer is 11.", "correct"),
+    ("invented exercise", "math", "Subproblem 1: What is 2+3?", "5",
+     "Subproblem 1: What is 2+3?\nSolution: 2+3 = \\boxed{5}.\n\nSubproblem 2: What is 2+4? \\boxed{6}", "correct"),
+    ("letter", "math", "", "A", "The answer is A.", "correct"),
+    ("letter", "math", "", "B", "The answer is A.", "incorrect"),
+    ("letter", "math", "", "2", "The answer is A.", "incorrect"),  # a letter is never read as a number
+    ("pmatrix", "math", "", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}",
+     "Final Answer: The final answer is $\\begin{pmatrix} 1 \\\\\n 2 \\end{pmatrix}$. I hope it is correct.", "correct"),
+    ("pmatrix", "math", "", "\\begin{pmatrix} 1 \\\\ 3 \\end{pmatrix}",
+     "Final Answer: The final answer is $\\begin{pmatrix} 1 \\\\\n 2 \\end{pmatrix}$. I hope it is correct.", "incorrect"),
+    ("function name", "math", "", "f(x) = 2x+1", "\\boxed{y = 2x+1}", "correct"),
+    ("function name", "math", "", "f(x) = 2x+1", "\\boxed{y = 2x-1}", "incorrect"),
+    ("function name", "math", "", "x = 3", "\\boxed{y = 3}", "incorrect"),
+    ("time of day", "math", "", "20:34", "The answer is 8:34 P.M.", "correct"),
+    ("time of day", "math", "", "20:34", "The answer is 8:34 a.m.", "incorrect"),
+    ("rounded gold", "math", "", "1.0472", "Therefore, the answer is $\\frac{\\pi}{3}$.", "correct"),
+    ("rounded gold", "math", "", "1.0472", "Therefore, the answer is $\\frac{\\pi}{4}$.", "incorrect"),
+    ("rounded gold", "math", "", "0.5", "Therefore, the answer is 0.46.", "incorrect"),  # a decimal must agree to 6 places
+    ("equation", "math", "", "\\frac{x^2}{a^2}+\\frac{y^2}{b^2}=1", "\\boxed{b^2x^2+a^2y^2=a^2b^2}", "correct"),
+    ("equation", "math", "", "x^2+y^2=1", "\\boxed{x^2-y^2=1}", "incorrect"),
 ]
 
 
@@ -109,6 +182,34 @@ def test_contract(kind, profile, question, gold, completion, outcome):
 def test_equivalent(a, b, same):
     assert equivalent(a, b) is same
     assert equivalent(b, a) is same
+
+
+@pytest.mark.parametrize(("gold", "answer", "same"), [
+    ("0.3333", "\\frac{1}{3}", True),  # a decimal gold is the rounded value of an exact answer
+    ("\\frac{1}{3}", "0.3333", False),  # ... but a decimal answer must agree to 6 places
+    ("4.5e33", "4.46e33", True),  # a gold in scientific notation is known to its digits
+    ("4.46e33", "4.5e33", False),
+])
+def test_equivalent_one_way(gold, answer, same):
+    assert equivalent(gold, answer) is same
+
+
+EQUATIONS = [  # (gold, answer): math-verify alone takes up to 5 s on some and answers `timeout` on the last
+    ("4x-5y=-50", "-4x+5y=50"), ("y = 3x^2 - 34x + 88", "3x^2 - 34x + 88 - y = 0"),
+    ("(x+1)^{20}=y", "x^{20}+20x^{19}+190x^{18}=y"), ("e^{x^{2}+y^{2}}=\\sqrt{z}", "\\ln(z)=2(x^2+y^2)"),
+    ("y=\\frac{(x+1)^{12}}{(x-1)^{11}}", "y(x-1)^{11}=(x+1)^{12}"), ("y=\\tan^{-1}(x)", "x=\\tan(y)"),
+    ("\\frac{x^2}{a^2}+\\frac{y^2}{b^2}=1", "b^2x^2+a^2y^2=a^2b^2"), ("x^{100}+y^{100}=z^{100}", "z^{100}-y^{100}=x^{100}+1"),
+]
+
+
+@pytest.mark.parametrize(("gold", "answer"), EQUATIONS)
+def test_equation_comparisons_take_under_two_seconds(gold, answer):
+    """Issue 42: an equation against an equation is decided by its roots, then math-verify
+    within EQUATION_SECONDS; never `timeout` and never more than 2 s (parsed once warm)."""
+    equivalent("x=1", "x=2")  # math-verify's imports are not the comparison
+    start = time.monotonic()
+    equivalent(gold, answer)
+    assert time.monotonic() - start < 2.0
 
 
 def test_normalize_follows_hendrycks_and_minerva():

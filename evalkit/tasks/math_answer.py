@@ -93,9 +93,9 @@ _SENTENCE_END = re.compile(r"\n|\.(?=\s|$)|;\s|!(?=\s|$)|[。！；]")
 # the next exercise a model invents: lm-eval stops generation at "Question:" / "Problem:", a few-shot
 # prompt's "Q:"; base models also write "Problem 2.", Minerva's "Subproblem 2:" or a chat turn ("Human:")
 _INVENTED = re.compile(r"\n\s*(?:\**(?:now (?:it )?is your turn|your turn|now you try|try this|exercise|question|"
-                       r"problem)\b[^\n]{0,40}:|given this context, can you|(?:q|human|user|问题|题目)\s*\d*\s*[:：]"
+                       r"problem)\b[^\n]{0,40}?:|given this context, can you|(?:q|human|user|问题|题目)\s*\d*\s*[:：]"
                        r"|(?:sub)?problem\s+\d+\b)", re.IGNORECASE)
-_ASKS = re.compile(r"\s*(?:find|compute|calculate|determine|what|how|show|prove|solve|evaluate|simplify|express|"
+_ASKS = re.compile(r"[\s.:)-]*(?:find|compute|calculate|determine|what|how|show|prove|solve|evaluate|simplify|express|"
                    r"write|give|suppose|consider|if|let|given)\b", re.IGNORECASE)
 _MARKERS = re.compile(r"<eo[ae]>")  # GAOKAO-Bench's end of explanation / end of answer
 _JOINER = re.compile(r"[ \t]*,?[ \t]+(?:and|or)[ \t]+|[ \t]*[和或][ \t]*")
