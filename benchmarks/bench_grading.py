@@ -6,9 +6,13 @@
 The completions (a fixed, seeded draw): the MATH golds written as a model writes them
 (boxed, Minerva's final phrase) and, where `../shared/benchmarks/` is present, MATH
 reference solutions, the same solutions ending in a wrong box (another problem's gold),
-GSM8K reference solutions and money answers right and wrong; plus the 132 hand-graded real
-completions of tests/data/cases. About half are wrong answers, which need the full
-comparison (sympy for what has no plain value).
+GSM8K reference solutions and money answers right and wrong; plus the 650 real completions
+of tests/data/cases (TheoremQA, GAOKAO-Bench, Minerva OCW by a base model, ...). About
+half are wrong answers, which need the full comparison (sympy for what has no plain value).
+
+Equations (issue 42): every completion of the pool whose gold is an equation, and the
+equation pairs of tests/test_math_equal.py on which math-verify alone takes seconds, are
+graded one by one; the slowest must stay under 2 s.
 
 Measured: evalkit's `score` in this process, then through `Grader(workers=1)` (a killable
 worker process with its deadline, as `passk` and `regrade` grade), and the named baseline
@@ -45,8 +49,9 @@ def _items() -> list[tuple[str, str, str, str]]:
         gold = json.loads(line)["gold"]
         items += [("math", "", gold, f"So the final answer is $\\boxed{{{gold}}}$."),
                   ("math", "", gold, f"Final Answer: The final answer is ${gold}$. I hope it is correct.")]
-    for name, profile in (("real_math", "math"), ("real_gsm8k", "gsm8k")):
-        for line in (ROOT / f"tests/data/cases/{name}.jsonl").open():
+    for path in sorted((ROOT / "tests/data/cases").glob("real_*.jsonl")):
+        profile = "gsm8k" if "gsm8k" in path.name else "math"
+        for line in path.open():
             row = json.loads(line)
             items.append((profile, row["problem"], row["gold"], row["completion"]))
     if (SHARED / "math_test.jsonl").is_file():
@@ -92,6 +97,24 @@ def _evalkit_worker(items) -> float:
     return elapsed
 
 
+def _slowest_equation(items) -> tuple[float, str]:
+    """(seconds, gold) of the slowest comparison whose gold is an equation (in process, warm)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_math_equal import EQUATIONS
+
+    from evalkit.tasks import Problem
+    from evalkit.tasks.mathgrade import score
+
+    jobs = [(p, q, g, c) for p, q, g, c in items if "=" in g]
+    jobs += [("math", "", gold, f"The final answer is $\\boxed{{{answer}}}$.") for gold, answer in EQUATIONS]
+    slowest = (0.0, "")
+    for profile, question, gold, completion in jobs:
+        start = time.perf_counter()
+        score(completion, Problem("p", question, gold), profile)
+        slowest = max(slowest, (time.perf_counter() - start, gold))
+    return slowest
+
+
 def _math_verify(items) -> float:
     from math_verify import parse, verify
 
@@ -118,11 +141,15 @@ def main() -> None:
     in_process = len(items) / _evalkit_in_process(items)
     worker = len(items) / _evalkit_worker(items)
     baseline = len(items) / _math_verify(items)
+    equation_seconds, equation_gold = _slowest_equation(pool)
     print(f"evalkit score, in process: {in_process:.0f} completions/s")
     print(f"evalkit through Grader(workers=1): {worker:.0f} completions/s")
     print(f"math-verify defaults (baseline): {baseline:.0f} completions/s")
+    print(f"slowest equation comparison: {equation_seconds:.2f} s (gold {equation_gold[:60]!r})")
     result("grading rate, one worker", measured=f"evalkit {worker:.0f}/s on one grader worker",
            baseline="the issue's 200 completions/s", ratio=worker / 200, target=">= 1.0")
+    result("slowest equation comparison", measured=f"{equation_seconds:.2f} s", baseline="the issue's 2 s",
+           ratio=equation_seconds / 2.0, target="< 1.0")
     result("grading vs math-verify defaults", measured=f"evalkit {worker:.0f}/s (one worker)",
            baseline=f"math-verify defaults {baseline:.0f}/s in process", ratio=worker / baseline, target=None)
 

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli import app
+from evalkit.tasks.mathgrade import VERSION
 
 OLD_RUN = Path(__file__).parent / "data" / "run_v01"
 runner = CliRunner()
@@ -30,7 +31,7 @@ def test_in_place_regrade_reports_changes_and_keeps_the_old_grades(old_run):
     before = (old_run / "samples.jsonl").read_bytes()
     result = runner.invoke(app, ["regrade", str(old_run)])
     assert result.exit_code == 0, result.output
-    assert "math-1 -> math-3" in result.output and "changed outcomes: 4 of 24" in result.output
+    assert f"math-1 -> {VERSION}" in result.output and "changed outcomes: 4 of 24" in result.output
     assert (old_run / "samples.graded-by-math-1.jsonl").read_bytes() == before
     new = lines(old_run / "samples.jsonl")
     old = lines(old_run / "samples.graded-by-math-1.jsonl")
@@ -43,7 +44,7 @@ def test_in_place_regrade_reports_changes_and_keeps_the_old_grades(old_run):
     assert summary["outcomes"]["correct"] == sum(r["outcome"] == "correct" for r in new) == 3
     assert summary["regraded"]["previous_outcomes"]["correct"] == 5
     assert [row["k"] for row in summary["pass_at_k"]] == [1, 2, 4] and summary["pass_at_k"][0]["ci_low"] is not None
-    assert json.loads((old_run / "run.json").read_text())["grader"].startswith("math-3")
+    assert json.loads((old_run / "run.json").read_text())["grader"].startswith(VERSION)
     again = runner.invoke(app, ["regrade", str(old_run)])  # already up to date: nothing changes
     assert again.exit_code == 0 and "changed outcomes: 0 of 24" in again.output
 
@@ -112,7 +113,7 @@ def test_a_torn_last_line_is_left_out_and_said(old_run):
 def test_stale_grades_are_named_when_read_and_refused_on_resume(old_run, tiny_model):
     result = runner.invoke(app, ["groups", str(old_run)])
     assert result.exit_code == 0, result.output
-    assert "warning:" in result.output and "graded by math-1" in result.output and "math-3" in result.output
+    assert "warning:" in result.output and "graded by math-1" in result.output and VERSION in result.output
     resume = runner.invoke(app, ["passk", str(tiny_model), "--task", "arith", "--n", "4", "--k", "1,2,4",
                                  "--limit", "6", "--max-new-tokens", "24", "--out", str(old_run)])
     assert resume.exit_code == 2 and "evalkit regrade" in resume.output and "math-1" in resume.output
@@ -124,7 +125,7 @@ def test_compare_writes_the_disagreement_table_and_the_report_shows_it(old_run, 
     assert "vs math-verify" in result.output and "agree" in result.output
     data = json.loads((old_run / "grader-compare.json").read_text())
     (entry,) = data["comparisons"]
-    assert data["kind"] == "grader-compare" and entry["samples"] == 24 and entry["evalkit"].startswith("math-3")
+    assert data["kind"] == "grader-compare" and entry["samples"] == 24 and entry["evalkit"].startswith(VERSION)
     assert entry["disagree"] == len(entry["disagreements"]) > 0  # math-verify's defaults credit restated questions
     row = entry["disagreements"][0]
     assert {"problem_id", "gold", "completion_tail", "evalkit", "other"} <= set(row)

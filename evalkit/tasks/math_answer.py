@@ -47,6 +47,7 @@ from evalkit.tasks.math_text import (
     FILLER,
     LATEX_START,
     MIXED,
+    SPACED,
     TIME,
     TUPLE,
     VALUE,
@@ -252,6 +253,8 @@ def _phrase_value(text: str, pos: int, *, math_only: bool) -> tuple[int, str] | 
         return time.end(), time.group()
     if (mixed := MIXED.match(text, pos)) is not None and int(mixed.group(2)) < int(mixed.group(3)):
         return mixed.end(), mixed.group()  # 1 1/2
+    if (spaced := SPACED.match(text, pos)) is not None:
+        return spaced.end(), spaced.group()  # 1 000
     if _LATEX_COMMAND.match(text, pos):
         end = _SENTENCE_END.search(text, pos, pos + _WINDOW)
         stop = end.start() if end else min(len(text), pos + _WINDOW)
@@ -277,8 +280,8 @@ def _joined(text: str, end: int, value: str) -> tuple[int, str]:
     `2, 3` (not "7 and 10 = 17", which number_led reads as its result)."""
     values = [value]
     while (joiner := _JOINER.match(text, end)) is not None and (more := VALUE.match(text, joiner.end())):
-        if re.match(r"[ \t]*(?:=|[A-Za-z]*\s*=)", text[more.end():]):
-            break
+        if re.match(r"[ \t]*(?:=|[A-Za-z]*\s*=|(?:is|are|was|were|equals)\b)", text[more.end():]):
+            break  # "15 and 6 is 9": a remark after the answer, not a second answer
         values.append(clean(more))
         end = more.end()
     return end, ", ".join(values)

@@ -16,25 +16,29 @@ import math
 import re
 
 __all__ = [
-    "VALUE", "MIXED", "TIME", "LATEX_START", "EQUALS", "FILLER", "BOX", "latex_env", "math_spans", "boxes", "close",
+    "VALUE", "MIXED", "SPACED", "TIME", "LATEX_START", "EQUALS", "FILLER", "BOX", "latex_env", "math_spans", "boxes", "close",
     "clean", "last_side", "numbers", "operands", "restates", "number_led", "frac_to_slash", "cut_off", "superscripts",
 ]
 
 _SCI = (r"(?:[eE][-+]?\d+(?![\w.])|[ \t]*(?:\\times|\\cdot|×|x|\*)[ \t]*10[ \t]*\^[ \t]*"
         r"(?:\{[ \t]*[-+−]?\d+[ \t]*\}|\([ \t]*[-+−]?\d+[ \t]*\)|[-+−]?\d+))")  # 3e8, 3 \times 10^{8}, 1.28 x 10^(-6)
-_NUM = (r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?:[ \u00a0\u202f]\d{3})+(?![\d/,-])|\d+)(?:[.,]\d+)?(?:" + _SCI + r")?"
+_NUM = (r"(?:(?:\d{1,3}(?:,\d{3})+(?!\d)|\d{1,3}(?:[\u00a0\u202f]\d{3})+(?![\d/,-])|\d+)(?:[.,]\d+)?(?:" + _SCI + r")?"
         r"|\.\d+)")
-MIXED = re.compile(r"(?<![\d.,/])(\d+)[ \t]+([1-9]\d*)/(\d+)(?![\d/]|\.\d)")  # 1 1/2 (a proper fraction after a whole)
+MIXED = re.compile(r"(?<![\d.,/])(\d+)[ \t]+([1-9]\d*)/(\d+)(?![\d/]|\.\d)", re.ASCII)  # 1 1/2 (a proper fraction after a whole)
 _OP = r"(?:[-+*/×÷^]|\\times|\\cdot|\\div)"
 VALUE = re.compile(  # a number or an arithmetic chain of numbers on one line; digits may touch CJK text (858颗)
-    rf"(?<![A-Za-z0-9_.\\])(?P<v>\(?-?(?:{_NUM})\)?(?:[ \t]*{_OP}[ \t]*\(?-?(?:{_NUM})\)?)*)(?P<pct>[ \t]*\\?%)?(?![\d])"
+    rf"(?<![A-Za-z0-9_.\\])(?P<v>\(?-?(?:{_NUM})\)?(?:[ \t]*{_OP}[ \t]*\(?-?(?:{_NUM})\)?)*)(?P<pct>[ \t]*\\?%)?(?![\d])",
+    re.ASCII,  # ASCII digits only: a Malayalam ൪ in garbage is no 4
 )
-TUPLE = re.compile(rf"[(\[]\s*-?(?:{_NUM})(?:\s*,\s*-?(?:{_NUM}))+\s*[)\]]")  # (1, 2), [0, 4]
+# thousands separated by plain spaces (`1 000`), read only as an answer that ends its sentence: elsewhere
+# `= 56 108` is 56 and then garbage (typographic spaces, U+00A0 and U+202F, are read everywhere)
+SPACED = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?=[ \t]*(?:$|\n|[.。;!](?:\s|$)))", re.ASCII)
+TUPLE = re.compile(rf"[(\[]\s*-?(?:{_NUM})(?:\s*,\s*-?(?:{_NUM}))+\s*[)\]]", re.ASCII)  # (1, 2), [0, 4]
 TIME = re.compile(r"(?i)(?<![\d:])\d{1,2}:\d{2}(?:\s*[ap]\.?\s?m\b\.?)?(?![\d:])")
 LATEX_START = re.compile(r"\s*(?:\$\$?|\\\(|\\\[)")
 EQUALS = re.compile(r"=|\bequals\b|\bis equal to\b")
-FILLER = re.compile(r"\s*(?:\*\*|[\"'`:])?\s*(?:(?:definitely|clearly|indeed|simply|just|exactly|thus|approximately|about|"
-                    r"roughly|around|≈|~)\s*)?")
+FILLER = re.compile(r"\s*(?:\*\*|[\"'`:])?\s*(?:(?:(?:definitely|clearly|indeed|simply|just|exactly|thus|approximately|"
+                    r"about|roughly|around)\b|≈|~)\s*)?")
 BOX = re.compile(r"\\(?:boxed|fbox)\s*\{|\\boxed\s+(?=[^\s{\\])")
 # more math right after a number, with no space: `2x`, `3\\sqrt{2}`, `5^2`, `2\\pi` (not `5cm`, `18\\text{ dollars}`)
 _GLUED = re.compile(r"[A-Za-z](?![A-Za-z])|\\(?:sqrt|pi|frac|dfrac|cdot|times|infty)(?![a-zA-Z])|[\^_({π√]")

@@ -3,7 +3,7 @@
     score("13 + 14 = 27", Problem("p", "What is 13 + 14?", "27"))  # Grade("correct", "27", "equation")
     score("... The final answer is $36.", Problem("q", "...", "36"), "gsm8k")  # correct
 
-Grading contract (grader `math-3`), per profile. A profile is chosen by the task: `arith`
+Grading contract (grader `math-4`), per profile. A profile is chosen by the task: `arith`
 for evalkit's arithmetic task, the dataset preset for MATH (`math`), GSM8K (`gsm8k`) and
 AIME (`aime`), and `math` for any other problem file.
 
@@ -48,7 +48,7 @@ from evalkit.tasks.math_equal import answer_count, equivalent, is_prose, normali
 __all__ = ["score", "final_answer", "last_boxed", "Found", "VERSION", "PROFILES", "Profile", "grade_answer"]
 
 # Bump whenever a change can change a grade: stored runs name the version that graded them.
-VERSION = "math-3"
+VERSION = "math-4"
 
 
 @dataclass(frozen=True)
