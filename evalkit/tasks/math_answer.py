@@ -17,9 +17,15 @@ Anchored answers; the last of them by position wins:
   (`x^2+2x+1`, `odd`), or the number a sentence states ("Harald sold 8,000 copies").
   After a box, only "the answer is" / "the final answer is" / `####` count, with a math
   or number value (not "Check our answer: ...", not "the answer is positive").
-An answer slot left blank ("the answer is ____") is no answer. A model that goes on to
-invent the next exercise ("Your turn:", "Question:", "Now is your turn") is read only up
-to it, as lm-eval stops generation at "Problem:" / "Question:".
+The phrases are also read in French ("Réponse :", "la réponse est donc"), Spanish and
+German, and Chinese (GAOKAO-Bench's "【答案】X<eoa>", "答案是", "答："); a letter answer ("A",
+"(C) 12") is a letter, never the article "a". An answer slot left blank ("the answer is
+____") is no answer. A model that goes on to invent the next exercise ("Your turn:",
+"Question:", "Q:", "Problem 2.", Minerva's "Subproblem 2:") is read only up to it, as
+lm-eval stops generation at "Problem:" / "Question:", also when it wrote no box or phrase
+before it; a marker that restates the question, or a numbered part that asks nothing
+("Question 5: yes, because ..."), is not an invented exercise. When the gold lists n
+answers, the last n distinct boxes are its answer (one box per root or part).
 
 Without an anchored answer, the profile's fallbacks (evalkit.tasks.mathgrade): a
 completion that is nothing but a value is that value; a text that stops inside math

@@ -14,19 +14,30 @@ spaces, `{,}` thousands, `\\text{...}` unwrapped) and Qwen2.5-Math's `strip_stri
 first of these that decides:
 
 1. the normalised strings are equal (spaces ignored);
-2. times (`4:30 p.m.` = `4:30 PM`), text and letter answers (`\\text{(C)}` = `C`,
-   `\\text{odd}` = `odd`, case-insensitive);
-3. numbers, exactly (`0.5` = `\\frac{1}{2}` = `1/2`, `1\\frac14` = `5/4`), or agreeing to 6
-   decimal places as math-verify's `float_rounding=6` (`0.333333` = `\\frac13`);
+2. times (`4:30 p.m.` = `4:30 PM`, `8:34 P.M.` = `20:34`), text and letter answers
+   (`\\text{(C)}` = `C`, `\\text{odd}` = `odd`, case-insensitive; Chinese text as written);
+3. numbers, exactly (`0.5` = `\\frac{1}{2}` = `1/2`, `1\\frac14` = `5/4` = `1 1/4`), or agreeing
+   to 6 decimal places as math-verify's `float_rounding=6` (`0.333333` = `\\frac13`; values
+   that round to 0 there agree to a relative 1e-6: `1e-8` is not `2e-8`); scientific notation
+   is a number (`3e8` = `3 \\times 10^8`), and a gold written in it is known to its
+   significant digits (`4.46 \\times 10^{33}` answers `4.5e33`; math_forms.same_significant);
+   a decimal gold of three or more significant digits also accepts an exact answer (a
+   fraction, a radical, pi) that rounds to it (`\\frac{\\pi}{3}` answers `1.0472`);
 4. structure: a bare comma list is a set (every element matched once, in any order:
    Math-Verify's FiniteSet; hendrycks compares the strings in order), a bracketed tuple
-   or interval is compared element by element with its brackets; a gold `y = ...` or
+   or interval is compared element by element with its brackets, and a pair written once
+   in parentheses and once bare is compared in order (`(1000, 10)` answers `10^{3},10`; a
+   set in braces never is); solutions written as named values (`p=5,q=2;p=7,q=2`) are a set
+   of tuples in the gold's order of names; a gold `y = ...` or
    `x = ...` with a one-variable left side also accepts its right side alone (NeMo-Skills'
-   `math_equal` and Qwen2.5-Math's `math_equal`), and an answer `k = 5` to a gold that
-   is no equation is read by its last side;
+   `math_equal` and Qwen2.5-Math's `math_equal`), `y = ...` and `f(x) = ...` are compared by
+   their right sides, an answer `k = 5` to a gold that is no equation is read by its last
+   side, and two equations are the same when they have the same roots on seeded random
+   lines through their variables (math_forms.same_equation, no sympy);
 5. constant expressions by value, without sympy (evalkit.tasks.math_value: `2\\sqrt{3}` =
-   `\\sqrt{12}`), to 6 decimal places as above;
-6. math-verify: `verify(parse(gold), parse(answer))`, gold first, defaults
+   `\\sqrt{12}`, `e` is Euler's number), to 6 decimal places as above; with the imaginary
+   unit, as complex values (`i(2-i)` = `1+2i`);
+6. math-verify (an equation within one second to parse and to verify, else unequal): `verify(parse(gold), parse(answer))`, gold first, defaults
    (`float_rounding=6, numeric_precision=15, strict=True`), LaTeX parsed with the
    reward-safe normalisation of Math-Verify's README (`malformed_operators=False,
    nits=False`).
@@ -330,7 +341,7 @@ def answer_count(gold: str) -> int:
     return len(_expand_pm(split_top(s)))
 
 
-def _rounds_to(gold: str, gold_value: float, answer_value: float, answer: str) -> bool:
+def _rounds_to(gold: str, gold_value: float | Fraction, answer_value: float | Fraction, answer: str) -> bool:
     """A decimal gold of three or more significant digits is the rounded value of an exact
     answer (`1.0472` for `\\frac{\\pi}{3}`, `0.333` for `1/3`): credited when the answer's
     value is within half a unit of the gold's last digit. An answer that is itself a
@@ -340,7 +351,8 @@ def _rounds_to(gold: str, gold_value: float, answer_value: float, answer: str) -
         return False
     if len((match.group(1) + match.group(2)).lstrip("0")) < 3:
         return False
-    return abs(answer_value - gold_value) <= 0.5 * 10 ** -len(match.group(2)) + 1e-12
+    half_unit = Fraction(1, 2 * 10 ** len(match.group(2)))  # exact: a huge Fraction never becomes a float
+    return abs(answer_value - gold_value) <= (half_unit if isinstance(answer_value, Fraction) else float(half_unit) * (1 + 1e-9))
 
 
 def _not_a_number(s: str) -> bool:
@@ -397,7 +409,7 @@ def _simple(gold: str, answer: str) -> bool | None:
         if other is not None:
             if (sci := scientific(_key(gold))) is not None:  # 4.5e33 is known to two digits
                 return same_significant(sci[0], sci[1], other)
-            return _numbers_equal(number, other) or _rounds_to(gold, float(number), float(other), answer)
+            return _numbers_equal(number, other) or _rounds_to(gold, number, other, answer)
     return None
 
 
