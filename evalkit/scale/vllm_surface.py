@@ -17,9 +17,10 @@ from __future__ import annotations
 __all__ = ["LLM_KWARGS", "LLM_CALLS", "SAMPLING_PARAMS", "TOKENS_PROMPT", "LOGPROB", "COMPLETION_OUTPUT",
            "REQUEST_OUTPUT", "READ", "IMPORTS", "ENVIRONMENT", "WORKER", "CHECKED"]
 
-# vllm.LLM(...) keywords: passk's engine passes the first three, the trainers' all of them
-LLM_KWARGS = ("model", "dtype", "seed", "gpu_memory_utilization", "distributed_executor_backend",
-              "worker_extension_cls")
+# vllm.LLM(...) keywords (evalkit.scale.vllm_backend.start_engine): model, dtype, seed and the memory ones
+# (engine_memory) always; the trainers add the last two
+LLM_KWARGS = ("model", "dtype", "seed", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_model_len",
+              "distributed_executor_backend", "worker_extension_cls")
 # LLM methods called: {name: (positional arguments, keyword arguments)}
 LLM_CALLS = {
     "generate": (("prompts", "sampling_params"), ("use_tqdm",)),
@@ -38,8 +39,12 @@ REQUEST_OUTPUT = ("request_id", "prompt", "outputs", "finished")
 # what evalkit reads of each
 READ = {"RequestOutput": ("outputs",), "CompletionOutput": ("token_ids", "finish_reason", "logprobs"),
         "Logprob": ("logprob",)}
-IMPORTS = ("vllm.LLM", "vllm.SamplingParams", "vllm.distributed.parallel_state.cleanup_dist_env_and_memory")
-ENVIRONMENT = ("VLLM_ENABLE_V1_MULTIPROCESSING",)  # set by evalkit.train.vllm for an in-process engine core
+IMPORTS = ("vllm.LLM", "vllm.SamplingParams", "vllm.distributed.parallel_state.cleanup_dist_env_and_memory",
+           "vllm.platforms.current_platform")
+# environment variables evalkit sets: an in-process engine core for the trainers (evalkit.train.vllm); on the CPU
+# build the OpenMP cores, the compile cache that works there, and vLLM's log level (evalkit.scale.vllm_backend)
+ENVIRONMENT = ("VLLM_ENABLE_V1_MULTIPROCESSING", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_USE_AOT_COMPILE",
+               "VLLM_LOGGING_LEVEL")
 # the worker extension's route: worker.model_runner.model.load_weights(weights=...) (vLLM's RLHF examples)
 WORKER = {"model_runner_attribute": "model", "load_weights_argument": "weights",
           "model_class": "vllm.model_executor.models.llama.LlamaForCausalLM",

@@ -86,7 +86,6 @@ __all__ = [
     "ENTROPY_KIND",
     "ENTROPY_TOPK",
     "VLLM_GPU_MEMORY",
-    "require_gpu",
     "check_vllm_backend",
     "WeightSyncExtension",
     "VllmPolicySampler",
@@ -97,28 +96,29 @@ VLLM_GPU_MEMORY = 0.3  # fraction of the GPU the colocated engine may take (TRL 
 EXTENSION = "evalkit.train.vllm.WeightSyncExtension"
 
 
-def require_gpu(device: str) -> None:
-    """UsageError unless `device` is a CUDA device (the engine shares the trainer's GPU)."""
-    from evalkit.options import check_device
-
-    check_device("vllm", str(device))
-
-
 def check_vllm_backend(device: str) -> None:
-    """Refuse early (before any run folder or stage is made): vLLM missing, or no GPU."""
-    from evalkit.scale.vllm_backend import import_vllm
+    """Refuse early (before any run folder or stage is made): vLLM missing, or built for another
+    device than `device` (its CPU build runs on --device cpu, its CUDA build on cuda)."""
+    from evalkit.scale.vllm_backend import check_engine_device, import_vllm
 
-    import_vllm()
-    require_gpu(device)
+    check_engine_device(import_vllm(), str(device))
 
 
 class WeightSyncExtension:
     """Mixed into vLLM's worker class by `worker_extension_cls`; called by `collective_rpc`."""
 
     def evalkit_load_weights(self, weights) -> int:
-        """Load (name, tensor) pairs with the model's own loader; returns how many came in."""
+        """Load (name, tensor) pairs; returns how many came in. The model runner's
+        `reload_weights` (vLLM 0.32 and later; vllm/model_executor/model_loader/reload/inplace.py)
+        loads checkpoint-format tensors layer by layer and redoes each layer's weight processing,
+        which the CPU build needs (its linear layers repack their weights after loading, and the
+        repacked parameters have no `weight_loader`); older vLLM: the model's own `load_weights`."""
         weights = list(weights)
-        self.model_runner.model.load_weights(weights=weights)
+        reload = getattr(self.model_runner, "reload_weights", None)
+        if reload is not None:
+            reload(weights_iterator=iter(weights), is_checkpoint_format=True)
+        else:
+            self.model_runner.model.load_weights(weights=weights)
         return len(weights)
 
 
@@ -141,18 +141,17 @@ class VllmPolicySampler:
 
     def __init__(self, weights_folder: str, opts, tokenizer, stop_ids: Sequence[int], device: str):
         """`weights_folder`: the folder the HF policy was loaded from (start model or checkpoint)."""
-        from evalkit.scale.vllm_backend import import_vllm
+        from evalkit.scale.vllm_backend import import_vllm, start_engine
 
         vllm = import_vllm()
-        require_gpu(device)
         _launcher_env()
         self.vllm = vllm
         self.tokenizer = tokenizer
         self.stop = sorted(set(stop_ids))
-        self.llm = vllm.LLM(
-            model=str(weights_folder), dtype=opts.dtype, seed=opts.seed,
-            gpu_memory_utilization=VLLM_GPU_MEMORY, distributed_executor_backend="external_launcher",
-            worker_extension_cls=EXTENSION,
+        seqs = min(opts.completions_per_unit(), 256)  # ES scores one member's prompts at a time: fewer
+        self.llm, self.engine = start_engine(
+            vllm, weights_folder, opts, device, seqs, gpu_share=VLLM_GPU_MEMORY,
+            distributed_executor_backend="external_launcher", worker_extension_cls=EXTENSION,
         )
         self.pushes = 0
 
@@ -180,17 +179,11 @@ class VllmPolicySampler:
         self.pushes += 1
 
     def close(self) -> None:
-        """Free the engine and its GPU memory (es-grpo builds another one for its GRPO stage).
-        vLLM's own clean-up (`cleanup_dist_env_and_memory`, as in its tests) when importable."""
-        import gc
+        """Free the engine and its memory (es-grpo builds another one for its GRPO stage)."""
+        from evalkit.scale.vllm_backend import close_engine
 
-        self.llm = None
-        gc.collect()
-        try:
-            from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
-        except ImportError:  # not a real vLLM (tests) or another layout
-            return
-        cleanup_dist_env_and_memory()
+        llm, self.llm = self.llm, None
+        close_engine(llm)
 
     def fitness_sampler(self, model):
         """ES's `sampler=`: push `model`'s current (perturbed) weights, then sample.

