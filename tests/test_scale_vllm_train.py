@@ -20,7 +20,6 @@ import importlib.util
 import json
 import math
 import re
-import sys
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,13 +29,12 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from helpers.fake_vllm import (  # noqa: E402
-    fake_vllm_module,
-    install_fake_vllm,
     CompletionOutput,
-    FakeSamplingParams,
     Logprob,
     RequestOutput,
     check_llm_kwargs,
+    fake_vllm_module,
+    install_fake_vllm,
 )
 from typer.testing import CliRunner  # noqa: E402
 
