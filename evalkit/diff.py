@@ -260,8 +260,8 @@ def _diff_chunk(reader: ChunkReader, t: _Tensor, first: int, count: int,
     deltas = []
     for j in range(1, ups + 1):
         d = W.delta(vals[0], vals[j]) if whole else None
-        W.chunk_stats(accs[j - 1], bits[0], bits[j], vals[0], vals[j], d, atol=opts.atol,
-                      rtol=opts.rtol, widen=lambda x: to_values(x, dtype))
+        W.chunk_stats(accs[j - 1], W.Chunk(bits[0], bits[j], vals[0], vals[j], d, lambda x: to_values(x, dtype)),
+                      atol=opts.atol, rtol=opts.rtol)
         deltas.append(d)
         if t.full is not None:
             t.full[j - 1][first:first + count] = d

@@ -1,7 +1,7 @@
 """Comparing two pass@k curves: paired differences over shared problems, crossing points.
 
     from metrics.compare import paired_passk_difference, curve_crossings
-    table = paired_passk_difference(n_a, c_a, n_b, c_b, ks=[1, 2, 4, 8])  # b - a per k
+    table = paired_passk_difference((n_a, c_a), (n_b, c_b), ks=[1, 2, 4, 8])  # b - a per k
     curve_crossings([1, 2, 4, 8], [0.2, 0.3, 0.4, 0.5], [0.3, 0.35, 0.38, 0.4])
 
 Sources: pass@k per problem is Chen et al. 2021's unbiased estimator
@@ -30,12 +30,12 @@ __all__ = ["per_problem_passk", "paired_passk_difference", "curve_crossings"]
 
 
 def paired_passk_difference(
-    n_a, c_a, n_b, c_b, ks, *, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0
+    a: tuple, b: tuple, ks, *, n_boot: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> pd.DataFrame:
     """Mean pass@k of B minus A over shared problems, with a paired bootstrap interval.
 
-    Inputs are aligned by problem (element i of every array is the same
-    problem). Per problem `d_i(k) = pass@k_B,i - pass@k_A,i`; the estimate is
+    `a` and `b` are each (samples per problem n, correct per problem c), aligned by problem
+    (element i of every array is the same problem). Per problem `d_i(k) = pass@k_B,i - pass@k_A,i`; the estimate is
     `mean_i d_i(k)` and the interval the percentile bootstrap of that mean,
     problems resampled with replacement. Columns: k, pass_a, pass_b,
     difference, ci_low, ci_high, n_problems (both n >= k), n_excluded,
@@ -44,8 +44,8 @@ def paired_passk_difference(
     ks = np.asarray(ks, dtype=np.int64)
     if ks.size == 0 or np.any(ks < 1):
         raise ValueError("give at least one k, every k >= 1")
-    a = per_problem_passk(n_a, c_a, ks)
-    b = per_problem_passk(n_b, c_b, ks)
+    a = per_problem_passk(*a, ks)
+    b = per_problem_passk(*b, ks)
     if a.shape != b.shape:
         raise ValueError(f"need arrays aligned by problem, got {a.shape[0]} and {b.shape[0]} problems")
     both = ~np.isnan(a) & ~np.isnan(b)

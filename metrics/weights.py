@@ -1,8 +1,8 @@
 """Parameter-update statistics on arrays: sparsity, norms, concentration, rank, overlap.
 
-    from metrics.weights import chunk_stats, finish_stats, new_stats
+    from metrics.weights import Chunk, chunk_stats, finish_stats, new_stats
     acc = new_stats()
-    chunk_stats(acc, a_bits, b_bits, a, b, atol=1e-5)  # once per chunk
+    chunk_stats(acc, Chunk(a_bits, b_bits, a, b), atol=1e-5)  # once per chunk
     print(finish_stats(acc)["changed_frac_bits"])
 
 Source: Mukherjee et al. 2025 (arXiv 2505.11711), "RL finetunes small subnetworks":
@@ -37,6 +37,8 @@ figures.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,6 +52,7 @@ __all__ = [
     "COUNTS",
     "new_stats",
     "note_span",
+    "Chunk",
     "chunk_stats",
     "merge_stats",
     "detach_stats",
@@ -139,17 +142,29 @@ def note_span(acc: dict, lo: int, hi: int) -> None:
         acc["hist_lo"], acc["hist_hi"] = min(acc["hist_lo"], lo), max(acc["hist_hi"], hi)
 
 
-def chunk_stats(acc, a_bits, b_bits, a, b, d=None, *, atol: float, rtol: float = BF16_RTOL,
-                widen=None) -> dict:
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk of a tensor pair: the raw bit patterns of base and other, their float values `a`,
+    `b`, and optionally `d = delta(a, b)`, modified in place by `chunk_stats` (entries where either
+    side is NaN/Inf set to 0, and counted). `b` may be None when `widen` (bits -> values) is given:
+    other's values are then made only where needed."""
+
+    a_bits: np.ndarray
+    b_bits: np.ndarray
+    a: np.ndarray
+    b: np.ndarray | None = None
+    d: np.ndarray | None = None
+    widen: Callable | None = None
+
+
+def chunk_stats(acc, chunk: Chunk, *, atol: float, rtol: float = BF16_RTOL) -> dict:
     """Add one chunk into the accumulator `acc` (from `new_stats()`) and return it.
 
-    Inputs: raw bit patterns of base and other, their float values `a`, `b`, and optionally
-    `d = delta(a, b)`; a given `d` is modified in place (entries where either side is NaN/Inf
-    set to 0, and counted). `b` may be None when `widen` (bits -> values) is given: other's
-    values are then made only where needed. When at most a quarter of the bits differ, only
-    those entries are gathered (index + gather, ~4x cheaper than whole-chunk passes);
-    otherwise the chunk is processed whole. With or without `d`, the figures are identical.
+    When at most a quarter of the bits differ, only those entries are gathered (index + gather,
+    ~4x cheaper than whole-chunk passes); otherwise the chunk is processed whole. With or
+    without `chunk.d`, the figures are identical.
     """
+    a_bits, b_bits, a, b, d, widen = chunk.a_bits, chunk.b_bits, chunk.a, chunk.b, chunk.d, chunk.widen
     n = int(a_bits.size)
     moved = np.not_equal(a_bits, b_bits)
     changed = int(np.count_nonzero(moved))

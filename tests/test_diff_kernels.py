@@ -108,7 +108,7 @@ def test_chunk_kernels_match_metrics_on_raw_chunks(kernel, n):
     a[:: max(1, n // 3)] = np.inf
     bits = [x.astype(np.float32).view(np.uint32) for x in (a, b, c)]
     ref, fast = W.new_stats(), W.new_stats()
-    W.chunk_stats(ref, bits[0], bits[1], a.copy(), b.astype(np.float32), atol=1e-5)
+    W.chunk_stats(ref, W.Chunk(bits[0], bits[1], a.copy(), b.astype(np.float32)), atol=1e-5)
     mod.chunk_stats(fast, bits[0], bits[1], "F32", atol=1e-5, rtol=W.BF16_RTOL)
     for key, value in ref.items():
         assert np.array_equal(fast[key], value), key
@@ -158,8 +158,7 @@ def test_kernels_match_numpy_on_arbitrary_bit_patterns(kernel, dtype):
     mod = MODULES[kernel]
     for other in sides:
         ref, fast = W.new_stats(), W.new_stats()
-        W.chunk_stats(ref, base, other, to_values(base, dtype), to_values(other, dtype),
-                      atol=1e-5)
+        W.chunk_stats(ref, W.Chunk(base, other, to_values(base, dtype), to_values(other, dtype)), atol=1e-5)
         mod.chunk_stats(fast, base, other, dtype, atol=1e-5, rtol=W.BF16_RTOL)
         for key, value in ref.items():
             assert np.array_equal(fast[key], value), (key, fast[key], value)

@@ -20,8 +20,8 @@ def bf16(values) -> np.ndarray:
 def run(a_bits, b_bits, a, b, **kw):
     """Stats with deltas computed lazily and given whole: both must agree exactly."""
     lazy, given = W.new_stats(), W.new_stats()
-    W.chunk_stats(lazy, a_bits, b_bits, a, b, atol=kw.get("atol", 1e-5), rtol=kw.get("rtol", W.BF16_RTOL))
-    W.chunk_stats(given, a_bits, b_bits, a, b, W.delta(a, b), atol=kw.get("atol", 1e-5),
+    W.chunk_stats(lazy, W.Chunk(a_bits, b_bits, a, b), atol=kw.get("atol", 1e-5), rtol=kw.get("rtol", W.BF16_RTOL))
+    W.chunk_stats(given, W.Chunk(a_bits, b_bits, a, b, W.delta(a, b)), atol=kw.get("atol", 1e-5),
                   rtol=kw.get("rtol", W.BF16_RTOL))
     lazy, given = W.finish_stats(lazy), W.finish_stats(given)
     assert lazy.keys() == given.keys()
@@ -103,7 +103,7 @@ def test_chunks_merge_to_the_same_figures(moved):
     acc = W.new_stats()
     for lo in range(0, a.size, 999):
         x, y = a[lo:lo + 999], b[lo:lo + 999]
-        W.chunk_stats(acc, x.view(np.uint32), y.view(np.uint32), x, y, atol=1e-5)
+        W.chunk_stats(acc, W.Chunk(x.view(np.uint32), y.view(np.uint32), x, y), atol=1e-5)
     parts = W.finish_stats(acc)
     for key, value in whole.items():
         assert parts[key] == pytest.approx(value, rel=1e-6), key

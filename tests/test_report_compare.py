@@ -38,7 +38,7 @@ def test_paired_difference_is_mean_of_per_problem_differences_and_counts_exclusi
     n_b = rng.integers(4, 11, size=30)
     c_a = rng.integers(0, n_a + 1)
     c_b = rng.integers(0, n_b + 1)
-    table = paired_passk_difference(n_a, c_a, n_b, c_b, [1, 4, 8], n_boot=500)
+    table = paired_passk_difference((n_a, c_a), (n_b, c_b), [1, 4, 8], n_boot=500)
     for row in table.to_dict("records"):
         k = row["k"]
         both = (n_a >= k) & (n_b >= k)
@@ -53,19 +53,19 @@ def test_paired_difference_is_mean_of_per_problem_differences_and_counts_exclusi
 def test_paired_interval_detects_a_consistent_gain_that_unpaired_noise_would_hide():
     # every problem: B solves 2 more samples of 8 than A; problems vary widely in difficulty
     c_a = np.arange(0, 7)
-    table = paired_passk_difference([8] * 7, c_a, [8] * 7, c_a + 2, [1], n_boot=2000)
+    table = paired_passk_difference(([8] * 7, c_a), ([8] * 7, c_a + 2), [1], n_boot=2000)
     row = table.iloc[0]
     assert row["difference"] == pytest.approx(0.25)
     assert row["ci_low"] == pytest.approx(0.25) and bool(row["supported"])  # no spread in d_i
-    same = paired_passk_difference([8] * 7, c_a, [8] * 7, c_a, [1, 8])
+    same = paired_passk_difference(([8] * 7, c_a), ([8] * 7, c_a), [1, 8])
     assert not same["supported"].any() and (same["difference"] == 0).all()
 
 
 def test_paired_difference_rejects_misaligned_inputs():
     with pytest.raises(ValueError):
-        paired_passk_difference([4, 4], [1, 2], [4], [1], [1])
+        paired_passk_difference(([4, 4], [1, 2]), ([4], [1]), [1])
     with pytest.raises(ValueError):
-        paired_passk_difference([4], [1], [4], [1], [0])
+        paired_passk_difference(([4], [1]), ([4], [1]), [0])
 
 
 def test_crossing_interpolates_in_log2_k():

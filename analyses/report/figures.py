@@ -1,8 +1,8 @@
 """Report figures: deterministic PNG bytes, readable in grey scale, labelled with units.
 
-    from analyses.report.figures import line_chart
+    from analyses.report.figures import Axes, line_chart
     png = line_chart([{"label": "base", "x": [1, 2, 4], "y": [.2, .3, .4]}],
-                     xlabel="k (samples)", ylabel="pass@k (fraction)", log2x=True)
+                     Axes("k (samples)", "pass@k (fraction)"), log2x=True)
 
 Determinism: the Agg backend through `FigureCanvasAgg` (no pyplot state), the
 default rcParams plus fixed font (DejaVu Sans, shipped with matplotlib), size
@@ -20,10 +20,11 @@ from __future__ import annotations
 import functools
 import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["STYLES", "DPI", "line_chart", "panels", "dot_chart", "stacked_bars", "scatter_fit", "histogram"]
+__all__ = ["STYLES", "DPI", "Axes", "line_chart", "panels", "dot_chart", "stacked_bars", "scatter_fit", "histogram"]
 
 DPI = 100
 STYLES = (  # (colour, line style, marker): distinct without colour
@@ -35,6 +36,22 @@ HATCHES = ("", "///", "...", "xxx", "\\\\\\", "ooo")
 RC = {"font.family": "DejaVu Sans", "font.size": 9.0, "axes.grid": True, "grid.alpha": 0.35,
       "hatch.linewidth": 0.6}
 GREYS = ("#222222", "#777777", "#BBBBBB", "#FFFFFF")
+
+
+@dataclass(frozen=True)
+class Axes:
+    """A chart's labels, y range and size (inches; None: the chart's own default)."""
+
+    xlabel: str
+    ylabel: str = ""
+    title: str = ""
+    ylim: tuple[float, float] | None = None
+    width: float | None = None
+    height: float | None = None
+
+    def figure(self, width: float, height: float):
+        """A figure of this size, or of the chart's default `width` x `height`."""
+        return _figure(self.width or width, self.height or height)
 
 
 def _styled(fn):
@@ -101,16 +118,14 @@ def _wide_range(series: Sequence[dict]) -> bool:
 
 
 @_styled
-def line_chart(series: Sequence[dict], *, xlabel: str, ylabel: str, title: str = "",
-               log2x: bool = False, marks: Sequence[dict] = (), ylim=None,
-               width: float = 7.0, height: float = 4.0) -> bytes:
+def line_chart(series: Sequence[dict], axes: Axes, *, log2x: bool = False, marks: Sequence[dict] = ()) -> bytes:
     """Lines (x, y, label; optional low/high band, hline, style index, `floor`: drawn dotted as
     the chance floor of the curve of the same style); `marks` are
-    vertical dotted lines {x, text} (e.g. where two curves cross)."""
-    fig = _figure(width, height)
+    vertical dotted lines {x, text} (e.g. where two curves cross). Default size 7 x 4."""
+    fig = axes.figure(7.0, 4.0)
     ax = fig.add_subplot()
     _draw_lines(ax, series, log2x)
-    _finish(ax, xlabel, ylabel, title, ylim, legend=bool(series))
+    _finish(ax, axes, legend=bool(series))
     for j, m in enumerate(marks):
         ax.axvline(m["x"], color="#555555", linestyle=(0, (2, 2)), linewidth=1.0)
         right = _axis_fraction(ax, m["x"]) > 0.5  # text on the side with room, inside the axes
@@ -128,13 +143,13 @@ def _axis_fraction(ax, x: float) -> float:
     return (x - lo) / (hi - lo) if hi != lo else 0.5
 
 
-def _finish(ax, xlabel, ylabel, title, ylim, legend=True) -> None:
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    if ylim is not None:
-        ax.set_ylim(*ylim)
+def _finish(ax, axes: Axes, legend=True) -> None:
+    ax.set_xlabel(axes.xlabel)
+    ax.set_ylabel(axes.ylabel)
+    if axes.title:
+        ax.set_title(axes.title)
+    if axes.ylim is not None:
+        ax.set_ylim(*axes.ylim)
     if legend:
         ax.legend(fontsize=8, loc="best", frameon=True)
 
@@ -148,7 +163,7 @@ def panels(specs: Sequence[dict], *, title: str = "", width: float = 7.0, height
         _draw_lines(ax, spec["series"], spec.get("log2x", False))
         if spec.get("logy") and _wide_range(spec["series"]):  # log only when it helps reading
             ax.set_yscale("log")
-        _finish(ax, spec["xlabel"], spec["ylabel"], spec.get("title", ""), spec.get("ylim"))
+        _finish(ax, Axes(spec["xlabel"], spec["ylabel"], spec.get("title", ""), spec.get("ylim")))
     if title:
         fig.suptitle(title)
     return _png(fig)
@@ -179,7 +194,7 @@ def dot_chart(rows: Sequence[dict], *, xlabel: str, title: str = "", zero_line: 
         ax.axvline(0, color="#555555", linewidth=1.0)
     if logx:
         ax.set_xscale("log")
-    _finish(ax, xlabel, "", title, None, legend=len(groups) > 1 or bool(groups[0]))
+    _finish(ax, Axes(xlabel, title=title), legend=len(groups) > 1 or bool(groups[0]))
     return _png(fig)
 
 
@@ -200,17 +215,17 @@ def stacked_bars(labels: Sequence[str], parts: dict[str, Sequence[float]], *, xl
         left = [a + b for a, b in zip(left, values, strict=True)]
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
-    _finish(ax, xlabel, "", title, None)
+    _finish(ax, Axes(xlabel, title=title))
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.25 if len(labels) < 3 else -0.12),
               ncols=len(parts), frameon=False)
     return _png(fig)
 
 
 @_styled
-def scatter_fit(points: Sequence[dict], *, xlabel: str, ylabel: str, curves: Sequence[dict] = (),
-                title: str = "", annotate: bool = True, width: float = 6.0, height: float = 4.0) -> bytes:
-    """Points {x, y, label, group} (one marker per group) plus fitted curves {x, y, label}."""
-    fig = _figure(width, height)
+def scatter_fit(points: Sequence[dict], axes: Axes, *, curves: Sequence[dict] = (), annotate: bool = True) -> bytes:
+    """Points {x, y, label, group} (one marker per group) plus fitted curves {x, y, label}.
+    Default size 6 x 4."""
+    fig = axes.figure(6.0, 4.0)
     ax = fig.add_subplot()
     groups = list(dict.fromkeys(p.get("group", p["label"]) for p in points))
     for g, name in enumerate(groups):
@@ -226,17 +241,16 @@ def scatter_fit(points: Sequence[dict], *, xlabel: str, ylabel: str, curves: Seq
         st = style(len(groups) + i)
         ax.plot(c["x"], c["y"], color=st["color"], linestyle=st["linestyle"], linewidth=1.4,
                 label=c["label"])
-    _finish(ax, xlabel, ylabel, title, None)
+    _finish(ax, axes)
     return _png(fig)
 
 
 @_styled
-def histogram(series: Sequence[dict], edges: Sequence[float], *, xlabel: str, ylabel: str = "share of tokens",
-              band: tuple[float, float] | None = None, band_label: str = "", title: str = "",
-              width: float = 7.0, height: float = 3.6) -> bytes:
+def histogram(series: Sequence[dict], edges: Sequence[float], axes: Axes, *,
+              band: tuple[float, float] | None = None, band_label: str = "") -> bytes:
     """Step histograms of shares over fixed bins (series: {label, counts}), one line style each;
-    `band` (lo, hi) shades a region of x (e.g. the GRPO clip band), labelled."""
-    fig = _figure(width, height)
+    `band` (lo, hi) shades a region of x (e.g. the GRPO clip band), labelled. Default size 7 x 3.6."""
+    fig = axes.figure(7.0, 3.6)
     ax = fig.add_subplot()
     if band is not None:
         ax.axvspan(band[0], band[1], color="#BBBBBB", alpha=0.5, hatch="///", label=band_label)
@@ -245,5 +259,5 @@ def histogram(series: Sequence[dict], edges: Sequence[float], *, xlabel: str, yl
         shares = counts / counts.sum() if counts.sum() else counts
         colour, line, _ = STYLES[i % len(STYLES)]
         ax.stairs(shares, edges, label=s["label"], color=colour, linestyle=line, linewidth=1.6)
-    _finish(ax, xlabel, ylabel, title, None)
+    _finish(ax, axes)
     return _png(fig)

@@ -88,7 +88,7 @@ def _compare(a: Run, b: Run, labels: dict, task: str) -> Comparison | None:
     if shared.empty:
         return None
     n_top = int(np.minimum(shared["n_ref"], shared["n_other"]).max())
-    table = paired_passk_difference(shared["n_ref"], shared["c_ref"], shared["n_other"], shared["c_other"],
+    table = paired_passk_difference((shared["n_ref"], shared["c_ref"]), (shared["n_other"], shared["c_other"]),
                                     curve_ks(n_top), n_boot=N_BOOT, confidence=CONFIDENCE, seed=SEED)
     crossings = curve_crossings(table["k"], table["pass_a"], table["pass_b"])
     return Comparison(labels[id(a)], labels[id(b)], task, shared, table, tuple(crossings))
@@ -148,8 +148,8 @@ def _curve(run: Run) -> pd.DataFrame:
 def _chart(title: str, curves: list[tuple[str, pd.DataFrame]], marks: list[dict], slug: str) -> Figure:
     series = [{"label": label, "x": t["k"].tolist(), "y": t["pass_at_k"].tolist(),
                "low": t["ci_low"].tolist(), "high": t["ci_high"].tolist()} for label, t in curves]
-    png = F.line_chart(series, xlabel="k (samples per problem, log2 scale)", ylabel="pass@k (fraction of problems)",
-                       title=f"Pass@K on {title}", log2x=True, marks=marks, ylim=(-0.02, 1.02))
+    png = F.line_chart(series, F.Axes("k (samples per problem, log2 scale)", "pass@k (fraction of problems)",
+                                      f"Pass@K on {title}", (-0.02, 1.02)), log2x=True, marks=marks)
     return Figure(f"passk_{slug}", f"Pass@K on {title}: mean over problems with 95% bootstrap bands; "
                   "dotted verticals mark where a curve crosses the reference run's", png)
 

@@ -95,8 +95,8 @@ def _law_figure(name: str, points: list, fit: dict, ylabel: str) -> Figure:
     hs = np.linspace(min(p[1] for p in points), max(p[1] for p in points), 50)
     curve = {"x": hs.tolist(), "y": (-fit["a"] * np.exp(hs) + fit["b"]).tolist(), "label": "R = -a·exp(H) + b"}
     pts = [{"x": x, "y": y, "label": lab, "group": "observed"} for lab, x, y in points]
-    png = F.scatter_fit(pts, xlabel="mean token entropy H (nats)", ylabel=ylabel, curves=[curve],
-                        annotate=len(points) <= 12, title="Entropy-performance law (Cui et al. 2025)")
+    png = F.scatter_fit(pts, F.Axes("mean token entropy H (nats)", ylabel, "Entropy-performance law (Cui et al. 2025)"),
+                        curves=[curve], annotate=len(points) <= 12)
     return Figure(name, "Observed (entropy, performance) points and the fitted law", png)
 
 
@@ -155,8 +155,8 @@ def length_section(runs, labels, outputs: Sequence[Output]) -> Section | None:
         frame = _length_rows(runs, labels)
         pts = [{"x": r["mean_tokens"], "y": r["accuracy"], "label": r["run"], "group": r["run"]}
                for r in frame.to_dict("records")]
-        png = F.scatter_fit(pts, xlabel="mean response length (tokens, stop token included)",
-                            ylabel="accuracy (fraction of samples correct)", title="Length against accuracy")
+        png = F.scatter_fit(pts, F.Axes("mean response length (tokens, stop token included)",
+                                        "accuracy (fraction of samples correct)", "Length against accuracy"))
         blocks += ["AES (O1-Pruner, a=1, b=3, g=5) is against the first run given for the same task.",
                    Figure("length", "Mean response length against accuracy, one marker per model", png),
                    Table("length_runs", "Response length per run (tokens)", frame)]
@@ -181,9 +181,8 @@ def _predicted(runs: Sequence[Run], labels: dict) -> list:
     frame = pd.concat(frames, ignore_index=True)
     series = [{"label": lab, "x": t["group_size"].tolist(), "y": t["frac_zero"].tolist()}
               for lab, t in frame.groupby("run", sort=False)]
-    png = F.line_chart(series, xlabel="group size G (samples per prompt, log2 scale)",
-                       ylabel="predicted zero-advantage fraction", log2x=True, ylim=(-0.02, 1.02),
-                       title="GRPO groups without learning signal")
+    png = F.line_chart(series, F.Axes("group size G (samples per prompt, log2 scale)", "predicted zero-advantage "
+                                      "fraction", "GRPO groups without learning signal", (-0.02, 1.02)), log2x=True)
     cols = ["run", *[c for c in frame.columns if c != "run"]]
     return [Figure("groups_predicted", "Predicted fraction of GRPO groups whose rewards are all equal "
                    "(all correct or all wrong), per group size", png),
@@ -204,8 +203,8 @@ def _observed(trainers: Sequence[Trainer], outputs: Sequence[Output]) -> list:
                            "hline": note.get("predicted_frac_zero")})
     if not series:
         return []
-    png = F.line_chart(series, xlabel="training step", ylabel="observed zero-advantage fraction",
-                       ylim=(-0.02, 1.02), title="Groups with zero reward spread during training")
+    png = F.line_chart(series, F.Axes("training step", "observed zero-advantage fraction",
+                                      "Groups with zero reward spread during training", (-0.02, 1.02)))
     return [Figure("groups_training", "Observed fraction of groups with zero reward spread per training step "
                    "(frac_reward_zero_std); a horizontal line in a series' style is its prediction", png)]
 

@@ -55,8 +55,8 @@ def _coverage(kind: str, cov: dict, narrowing: dict) -> Section:
         series.append({"label": f"{name}: placebo floor", "x": ks, "y": fl["estimate"], "style": i, "floor": True})
     fig = Figure(f"study_passk_{kind}", f"pass@k at the picked checkpoints with each one's placebo floor (every "
                  f"completion scored against another problem's answer), T {s['temperature']}, top-p {s['top_p']}, "
-                 f"n {s['n']}; bands: two-level 95% intervals", F.line_chart(series, xlabel="k", ylabel="pass@k",
-                                                                             log2x=True, ylim=(0, 1)))
+                 f"n {s['n']}; bands: two-level 95% intervals",
+                 F.line_chart(series, F.Axes("k", "pass@k", ylim=(0, 1)), log2x=True))
     rows = [{"model": name, **{f"pass@{k}": v for k, v in zip(ks, c["pass"]["estimate"], strict=True)},
              **{f"floor@{k}": v for k, v in zip(ks, c["placebo"]["estimate"], strict=True)}}
             for name, c in [("base", cov["base"]), *cov["arms"].items()]]

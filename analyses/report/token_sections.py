@@ -42,11 +42,11 @@ def traces_section(outputs: Sequence[Output]) -> Section | None:
                     "policy's own samples on the same prompts (95% bootstrap interval over prompts).",
                     Figure("traces_probability", "Policy probability of the trace tokens (log10)",
                            F.histogram(prob_series, outputs[0].data["log10_probability_histogram"]["edges"],
-                                       xlabel="log10 p(token) under the policy"))]
+                                       F.Axes("log10 p(token) under the policy", "share of tokens")))]
     if ratio_series:
         edges = next(o.data["clip"]["log10_ratio_histogram"]["edges"] for o in outputs if o.data.get("clip"))
         blocks.append(Figure("traces_ratio", "Ratio π_policy / π_behaviour (log10) and the clip band",
-                             F.histogram(ratio_series, edges, xlabel="log10 ratio", band=band,
+                             F.histogram(ratio_series, edges, F.Axes("log10 ratio", "share of tokens"), band=band,
                                          band_label="not clipped")))
     blocks.append(Table("traces", "Traces under the policy", pd.DataFrame(rows)))
     return Section("traces", "Foreign traces under a policy", tuple(blocks))
@@ -71,6 +71,6 @@ def tokens_section(outputs: Sequence[Output]) -> Section | None:
         "(the on-policy distillation objective). The Lorenz curve sorts tokens by divergence, largest first: "
         "a curve that rises at once means a few tokens carry the signal.",
         Figure("tokens_lorenz", "Share of the total divergence held by the most divergent tokens",
-               F.line_chart(series, xlabel="share of tokens (most divergent first)",
-                            ylabel="share of total reverse KL", ylim=(0, 1.02))),
+               F.line_chart(series, F.Axes("share of tokens (most divergent first)", "share of total reverse KL",
+                                           ylim=(0, 1.02)))),
         Table("tokens", "Divergence concentration", pd.DataFrame(rows))))

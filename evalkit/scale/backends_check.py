@@ -214,7 +214,7 @@ def _sampled(opts: BackendsCheckOptions, out: Path, summaries: dict) -> dict:
         counts[b] = grouped
     ids = sorted(set(counts["hf"].index) & set(counts["vllm"].index))
     a, b = counts["hf"].loc[ids], counts["vllm"].loc[ids]
-    table = paired_passk_difference(a["n"].to_numpy(), a["c"].to_numpy(), b["n"].to_numpy(), b["c"].to_numpy(),
+    table = paired_passk_difference((a["n"].to_numpy(), a["c"].to_numpy()), (b["n"].to_numpy(), b["c"].to_numpy()),
                                     list(opts.ks), confidence=0.95, seed=opts.seed)
     passk = [{"k": int(r.k), "hf": float(r.pass_a), "vllm": float(r.pass_b), "difference": float(r.difference),
               "ci_low": float(r.ci_low), "ci_high": float(r.ci_high), "agree": bool(r.ci_low <= 0 <= r.ci_high)}
