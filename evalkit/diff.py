@@ -52,6 +52,7 @@ from evalkit.checkpoints.tensors import (
     to_values,
     value_dtype,
 )
+from evalkit.checkpoints.validate import same_architecture
 from evalkit.errors import UsageError
 from evalkit.options import Options, option
 from metrics import weights as W
@@ -59,9 +60,6 @@ from metrics import weights as W
 __all__ = ["Checkpoint", "DiffOptions", "DiffResult", "read_header", "open_checkpoint",
            "diff_checkpoints", "output_files", "write_outputs"]
 
-# config.json keys that must agree; a resized vocabulary is a listed shape mismatch instead
-ARCH_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size",
-             "num_attention_heads", "num_key_value_heads")
 
 
 KERNELS = ("auto", "c", "numba", "numpy")
@@ -97,46 +95,6 @@ class DiffResult:
     summary: dict  # diff.json
     tensors: list = field(default_factory=list)  # one row per (tensor, update)
     overlaps: list = field(default_factory=list)  # three-way: one row per tensor
-
-
-def _check_same_model(cps: list[Checkpoint]) -> None:
-    base = cps[0]
-    for other in cps[1:]:
-        if base.config and other.config:
-            for key in ARCH_KEYS:
-                if base.config.get(key) != other.config.get(key):
-                    raise UsageError(
-                        f"{other.path}: different architecture from {base.path} ({key} "
-                        f"{base.config.get(key)} vs {other.config.get(key)}); diff needs two "
-                        "checkpoints of the same model")
-        if not set(base.tensors) & set(other.tensors):
-            raise UsageError(f"{other.path}: no tensor names in common with {base.path} "
-                             "(different architectures?)")
-
-
-def _pairs(cps: list[Checkpoint], as_dtype: str | None = None) -> tuple[list[tuple], dict]:
-    """Tensors comparable across all checkpoints (by name) and the problems found.
-
-    With `as_dtype`, float tensors compare whatever dtype each side stored them in."""
-    base, rest = cps[0], cps[1:]
-    problems = {"missing": [], "extra": [], "mismatched": [], "skipped": []}
-    for cp in rest:
-        problems["extra"] += [f"{cp.label}: {n}" for n in sorted(set(cp.tensors) - set(base.tensors))]
-    pairs = []
-    for entry in sorted(base.tensors.values(), key=lambda e: e.name):  # same sums however sharded
-        others = [cp.tensors.get(entry.name) for cp in rest]
-        if any(o is None for o in others):
-            where = ", ".join(cp.label for cp, o in zip(rest, others, strict=True) if o is None)
-            problems["missing"].append(f"{where}: {entry.name}")
-        elif any((value_dtype(o.dtype, as_dtype), o.shape)
-                 != (value_dtype(entry.dtype, as_dtype), entry.shape) for o in others):
-            described = [f"{e.dtype}{list(e.shape)}" for e in (entry, *others)]
-            problems["mismatched"].append(f"{entry.name}: " + " vs ".join(described))
-        elif DTYPES[entry.dtype][2] is None:
-            problems["skipped"].append(f"{entry.name}: {entry.dtype} is not supported")
-        else:
-            pairs.append((entry, *others))
-    return pairs, problems
 
 
 def _tied(cp: Checkpoint) -> list[str]:
@@ -331,6 +289,20 @@ def _stream(pairs: list[tuple], opts: DiffOptions, sides: int, on_bytes):
             reader.close()
 
 
+def _open(arg: str, fmt: str = "auto", like=None):
+    """A checkpoint by what the user typed: a path, or a model name (built-in, hub, BASE+ADAPTER)
+    resolved to its local folder by evalkit.models, labelled as typed."""
+    from evalkit.checkpoints import split_adapter
+    from evalkit.models import resolve_model
+
+    if Path(arg).expanduser().exists():
+        return open_checkpoint(arg, fmt, like)
+    path = resolve_model(arg).path
+    if not (Path(path).is_dir() or split_adapter(path)):
+        raise UsageError(f"{arg}: not available locally; download the checkpoint and pass its folder")
+    return dataclasses.replace(open_checkpoint(path, fmt, like), label=arg)
+
+
 def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progress=None) -> DiffResult:
     """Compare BASE with OTHER (or BASE with A and B): see the module docstring.
 
@@ -344,10 +316,10 @@ def diff_checkpoints(args: list[str], opts: DiffOptions = DiffOptions(), progres
     if opts.kernel not in KERNELS:
         raise UsageError(f"kernel {opts.kernel!r} (EVALKIT_DIFF_KERNEL?): choose "
                          f"{', '.join(KERNELS)}")
-    base = open_checkpoint(args[0])
-    cps = [base, *(open_checkpoint(a, opts.format, like=base) for a in args[1:])]
-    _check_same_model(cps)
-    pairs, problems = _pairs(cps, opts.as_dtype)
+    base = _open(args[0])
+    cps = [base, *(_open(a, opts.format, like=base) for a in args[1:])]
+    match = same_architecture(cps, opts.as_dtype, command="diff")
+    pairs, problems = match.pairs, match.problems()
     if not pairs:
         raise UsageError(f"{cps[1].path}: no tensor could be compared with {cps[0].path} "
                          f"({len(problems['mismatched'])} shape/dtype mismatches)")

@@ -239,6 +239,7 @@ def _loss(run: _Run, point: Point, fixed: list[dict]) -> tuple[np.ndarray, np.nd
 def _open(opts: InterpolateOptions, out: Path):
     """Models, readers, task and the run settings (before any folder is written)."""
     from evalkit.checkpoints import open_checkpoint
+    from evalkit.checkpoints.validate import same_architecture
     from evalkit.chunks import chunk_problems, cpu_threads, sampling_config
     from evalkit.models import identity, load_model, resolve_device, resolve_model
     from evalkit.sampling import stop_token_ids
@@ -250,10 +251,12 @@ def _open(opts: InterpolateOptions, out: Path):
     refs = {"A": resolve_model(opts.model), "B": resolve_model(opts.other)}
     if opts.through:
         refs["base"] = resolve_model(opts.through)
-    model, tokenizer = load_model(refs["A"], dtype=opts.dtype, device=device)
     a = open_checkpoint(refs["A"].path)
     sides = [open_checkpoint(refs["base"].path, like=a) if opts.through else None, a,
              open_checkpoint(refs["B"].path, like=a)]
+    same_architecture([a, *(cp for cp in sides if cp is not None and cp is not a)], strict=True,
+                      command="interpolate")  # before the model is loaded or anything written
+    model, tokenizer = load_model(refs["A"], dtype=opts.dtype, device=device)
     _check_sides(model, sides)
     settings = {"kind": "interpolate-point", "models": {k: identity(r, opts.dtype) for k, r in refs.items()},
                 "task": task.spec.identity(), "grader": grader_version(task.spec.kind), "problems": len(problems),

@@ -18,14 +18,13 @@ vLLM-named state dicts (fused `qkv_proj`, `gate_up_proj`) are un-fused by any re
 (`evalkit.checkpoints.vllm`), and wrapper prefixes (`module.`, `_fsdp_wrapped_module.`,
 `_orig_mod.`, accelerate's `model.` around a whole state dict) are removed, so names are
 Hugging Face names. Every checkpoint is validated when opened (`evalkit.checkpoints.validate`):
-byte lengths, dtypes against the tensor's role, shapes against config.json. A model name
-(`smollm2-135m`, whose GGUF is converted once to safetensors by `evalkit.models`) is resolved
-by `evalkit.models.resolve_model`.
+byte lengths, dtypes against the tensor's role, shapes against config.json. Paths only: a model
+name (`smollm2-135m`, a hub name) is resolved to its folder by the caller
+(`evalkit.models.resolve_model`), which imports this reader, never the other way.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -91,16 +90,11 @@ def split_adapter(arg: str) -> tuple[str, str] | None:
 
 
 def _local(arg: str) -> Path:
-    """A local path as given, else whatever `resolve_model` makes of the name."""
+    """A local path (the folder holding the weights)."""
     path = Path(arg).expanduser()
-    if path.exists():
-        return weights_folder(path)
-    from evalkit.models import resolve_model
-
-    ref = resolve_model(arg)
-    if not Path(ref.path).is_dir():
-        raise UsageError(f"{arg}: not available locally; download the checkpoint and pass its folder")
-    return Path(ref.path)
+    if not path.exists():
+        raise UsageError(f"{arg}: no such checkpoint folder or file")
+    return weights_folder(path)
 
 
 def weights_folder(path: Path) -> Path:
@@ -124,14 +118,19 @@ def config_dir(path: Path) -> Path | None:
 
 
 def _config(folder: Path | None) -> dict | None:
+    """config.json, its fields typed (`validate.MODEL_CONFIG`); None where there is none."""
+    from evalkit.checkpoints.validate import check_config
+    from evalkit.schema import load_json
+
     if folder is None:
         return None
     path = folder / "config.json"
     try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError):
-        raise bad(path, "corrupt config.json") from None
-    return config if isinstance(config, dict) else None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise bad(path, f"cannot read ({exc.strerror or exc})") from None
+    config = load_json(raw, path, "config.json")
+    return check_config(config, path) if isinstance(config, dict) else None
 
 
 def _read(path: Path, fmt: str) -> tuple[dict[str, TensorEntry], list[str]]:
@@ -214,12 +213,9 @@ def open_checkpoint(arg: str, fmt: str = "auto", like: Checkpoint | None = None)
 
 
 def _adapter_base(path: Path) -> Checkpoint:
-    from evalkit.checkpoints.lora import ADAPTER_CONFIG
+    from evalkit.checkpoints.lora import _config
 
-    try:
-        name = json.loads((path / ADAPTER_CONFIG).read_text()).get("base_model_name_or_path")
-    except (OSError, ValueError, AttributeError):
-        name = None
+    name = _config(path).get("base_model_name_or_path")
     if not name or not Path(name).expanduser().exists():
         raise bad(path, "a LoRA adapter alone: give its base first (BASE ADAPTER to diff, BASE+ADAPTER to "
                         f"load){'; its base_model_name_or_path ' + repr(name) + ' is not a local folder' if name else ''}")

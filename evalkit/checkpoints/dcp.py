@@ -30,6 +30,7 @@ import numpy as np
 
 from evalkit.checkpoints.tensors import DTYPES, TORCH_DTYPES, TensorEntry, bad
 from evalkit.checkpoints.torchzip import Stored, read_torch_file
+from evalkit.schema import MAX_DEPTH, Int, ListOf, Obj, Opt, Str, check
 
 __all__ = ["METADATA", "is_dcp", "read_dcp"]
 
@@ -101,16 +102,35 @@ def _metadata(folder: Path):
         raise bad(path, f"corrupt DCP metadata ({type(exc).__name__})") from None
 
 
+SIZE = ListOf(Int(min=0), max_len=MAX_DEPTH)
+INDEX = Obj({"fqn": Str()}, optional={"offset": Opt(SIZE)})
+INFO = Obj({"relative_path": Str(nonempty=True), "offset": Int(min=0), "length": Int(min=0)},
+           optional={"transform_descriptors": Opt(ListOf(Str()))})
+
+
+def _fields(record, schema, where: str) -> dict:
+    """A metadata record's fields (its pickled state), checked against `schema`."""
+    state = vars(record) if isinstance(record, _Record) else record
+    return check(schema, state, f"{METADATA} {where}", "DCP metadata")
+
+
 def read_dcp(folder: Path) -> dict[str, TensorEntry]:
-    """Every tensor of a DCP folder by its saved name (bytes items left out)."""
+    """Every tensor of a DCP folder by its saved name (bytes items left out). Each metadata field
+    is checked for its type and range, each chunk's file must be a file of the folder and its
+    bytes inside it, before any chunk is read."""
     meta = _metadata(folder)
     storage = getattr(meta, "storage_data", None)
     items = getattr(meta, "state_dict_metadata", None)
     if not isinstance(items, dict) or not isinstance(storage, dict):
         raise bad(folder / METADATA, "not DCP metadata (no state_dict_metadata / storage_data)")
     chunks_of: dict[str, list] = {}
-    for index, info in storage.items():
-        chunks_of.setdefault(getattr(index, "fqn", None), []).append((index, info))
+    for n, (index, info) in enumerate(storage.items()):
+        index, info = _fields(index, INDEX, f"storage_data key {n}"), _fields(info, INFO, f"storage_data[{n}]")
+        name = info["relative_path"]
+        if Path(name).name != name or name in (".", ".."):
+            raise bad(folder / METADATA, f"storage_data[{n}]: relative_path {name[:60]!r} is not a file of the "
+                                         "checkpoint folder")
+        chunks_of.setdefault(index["fqn"], []).append((index, info))
     tensors, files = {}, {}
     try:
         for fqn, md in items.items():
@@ -126,24 +146,32 @@ def read_dcp(folder: Path) -> dict[str, TensorEntry]:
 
 
 def _tensor(folder: Path, fqn: str, md, chunks: list, files: dict) -> TensorEntry:
-    dtype = TORCH_DTYPES.get(str(getattr(md.properties, "dtype", None)).removeprefix("torch."))
-    shape = tuple(int(x) for x in md.size)
+    dtype = TORCH_DTYPES.get(str(getattr(getattr(md, "properties", None), "dtype", None)).removeprefix("torch."))
+    shape = tuple(check(SIZE, getattr(md, "size", None), f"{folder / METADATA}: tensor {fqn!r} size"))
     if dtype is None:
         raise bad(folder, f"tensor {fqn!r}: dtype {getattr(md.properties, 'dtype', None)} is not read")
     pieces = []
-    for index, info in sorted(chunks, key=lambda c: tuple(c[0].offset or ())):
-        if getattr(info, "transform_descriptors", None):
+    for index, info in sorted(chunks, key=lambda c: tuple(c[0].get("offset") or ())):
+        if info.get("transform_descriptors"):
             raise bad(folder, f"tensor {fqn!r} was written with stream transforms "
-                              f"({', '.join(info.transform_descriptors)}): not read")
-        file = folder / info.relative_path
+                              f"({', '.join(info['transform_descriptors'])}): not read")
+        file = folder / info["relative_path"]
         if not file.is_file():
-            raise bad(folder, f"tensor {fqn!r}: its file {info.relative_path} is missing")
+            raise bad(folder, f"tensor {fqn!r}: its file {info['relative_path']} is missing")
+        if info["offset"] + info["length"] > file.stat().st_size:
+            raise bad(file, f"tensor {fqn!r}: its chunk at byte {info['offset']} ({info['length']} bytes) ends past "
+                            f"the end of the file ({file.stat().st_size} bytes)")
         if file not in files:
             files[file] = open(file, "rb")  # noqa: SIM115  (closed by read_dcp)
-        stored = read_torch_file(file, info.offset, info.length, files[file])
+        stored = read_torch_file(file, info["offset"], info["length"], files[file])
         if not isinstance(stored, Stored) or stored.dtype != dtype:
-            raise bad(file, f"tensor {fqn!r}: the chunk at byte {info.offset} is not a {dtype} tensor")
-        pieces.append((tuple(int(x) for x in index.offset or (0,) * len(shape)), stored))
+            raise bad(file, f"tensor {fqn!r}: the chunk at byte {info['offset']} is not a {dtype} tensor")
+        offset = tuple(index.get("offset") or (0,) * len(shape))
+        if len(offset) != len(shape) or len(stored.shape) != len(shape) or \
+                any(o + n > d for o, n, d in zip(offset, stored.shape, shape, strict=True)):
+            raise bad(folder, f"tensor {fqn!r}: a chunk {list(stored.shape)} at {list(offset)} lies outside its "
+                              f"size {list(shape)}")
+        pieces.append((offset, stored))
     covered = sum(math.prod(s.shape) for _, s in pieces)
     if covered != math.prod(shape):
         raise bad(folder, f"tensor {fqn!r}: its chunks hold {covered} of {math.prod(shape)} elements")
@@ -166,10 +194,14 @@ def _assemble(name: str, dtype: str, shape: tuple, pieces: list) -> TensorEntry:
     def gather() -> np.ndarray:
         from evalkit.checkpoints.tensors import read_bits
 
-        out = np.empty(shape, DTYPES[dtype][1])
+        out, seen = np.empty(shape, DTYPES[dtype][1]), np.zeros(shape, bool)
         for (off, stored), entry in zip(pieces, entries, strict=True):
             where = tuple(slice(o, o + n) for o, n in zip(off, stored.shape, strict=True))
             out[where] = read_bits(entry).reshape(stored.shape)
+            seen[where] = True
+        if not seen.all():  # as many elements as the size, but two chunks overlap: a gap is left
+            raise bad(entries[0].file, f"tensor {name!r}: its chunks overlap and leave {int((~seen).sum())} "
+                                       "elements unwritten")
         return out.reshape(-1)
 
     n = math.prod(shape) * DTYPES[dtype][0]

@@ -22,7 +22,6 @@ depends on the base weight's column norms); so are non-LoRA PEFT types and convo
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from evalkit.checkpoints.tensors import TensorEntry, as_torch, bad, read_bits, torch_bits
+from evalkit.schema import Bool, Float, Int, MapOf, Obj, Opt, Regex, Str, check, read_json
 
 __all__ = ["ADAPTER_CONFIG", "Module", "Adapter", "is_adapter", "read_adapter", "apply_adapter"]
 
@@ -71,14 +71,20 @@ def is_adapter(folder: Path) -> bool:
     return (folder / ADAPTER_CONFIG).is_file()
 
 
+RANK = Int(min=1, max=1 << 20)
+ALPHA = Float(min=0)
+# peft `tuners/lora/config.py` `LoraConfig` (written by `save_pretrained` as adapter_config.json):
+# the fields read here, typed; `rank_pattern` / `alpha_pattern` keys are regular expressions
+ADAPTER = Obj({}, optional={
+    "peft_type": Opt(Str()), "r": RANK, "lora_alpha": ALPHA, "use_rslora": Opt(Bool()), "use_dora": Opt(Bool()),
+    "fan_in_fan_out": Opt(Bool()), "rank_pattern": Opt(MapOf(RANK, keys=Regex())),
+    "alpha_pattern": Opt(MapOf(ALPHA, keys=Regex())), "base_model_name_or_path": Opt(Str())})
+
+
 def _config(folder: Path) -> dict:
     path = folder / ADAPTER_CONFIG
-    try:
-        config = json.loads(path.read_text())
-        assert isinstance(config, dict)
-    except (OSError, ValueError, AssertionError):
-        raise bad(path, "corrupt adapter_config.json") from None
-    if config.get("peft_type", "LORA") != "LORA":
+    config = check(ADAPTER, read_json(path, ADAPTER_CONFIG), path, ADAPTER_CONFIG)
+    if config.get("peft_type") not in (None, "LORA"):
         raise bad(path, f"a {config.get('peft_type')} adapter: only LoRA adapters are read as updates")
     if config.get("use_dora"):
         raise bad(path, "a DoRA adapter (use_dora): not read; its update rescales the base weight by "
@@ -134,6 +140,10 @@ def _module(folder: Path, config: dict, name: str, p: dict) -> Module:
         raise bad(folder, f"module {name}: lora_A {list(a.shape)} and lora_B {list(b.shape)} do not make "
                           "a product (convolution LoRA is not read)")
     r = a.shape[0]
+    declared = _pattern(config.get("rank_pattern"), name, config.get("r", 8))
+    if r != declared:  # peft builds the layer with the declared r, and refuses factors of another
+        raise bad(folder, f"module {name}: lora_A has {r} rows, adapter_config.json's r"
+                          f"{' (rank_pattern)' if config.get('rank_pattern') else ''} is {declared}")
     alpha = float(_pattern(config.get("alpha_pattern"), name, config.get("lora_alpha", 8)))
     scaling = alpha / math.sqrt(r) if config.get("use_rslora") else alpha / r
     return Module(name, a, b, r, alpha, scaling, embedding, bool(config.get("fan_in_fan_out")) and not embedding,

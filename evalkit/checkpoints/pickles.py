@@ -13,7 +13,6 @@ nothing in it runs.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from evalkit.checkpoints.tensors import TensorEntry, bad
@@ -29,12 +28,12 @@ def pickle_files(folder: Path) -> list[Path]:
     """The state-dict pickles of a folder: an index's shards, else every .bin/.pth/.pt file
     (optimizer and trainer states left out)."""
     if (folder / BIN_INDEX).is_file():
-        try:
-            weight_map = json.loads((folder / BIN_INDEX).read_text())["weight_map"]
-            shards = sorted(set(weight_map.values()))
-            assert all(isinstance(s, str) for s in shards)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, AssertionError):
-            raise bad(folder / BIN_INDEX, "corrupt index (expected JSON with a 'weight_map' object)") from None
+        from evalkit.checkpoints.safetensors import WEIGHT_MAP
+        from evalkit.schema import check, read_json
+
+        index = folder / BIN_INDEX
+        shards = sorted(set(check(WEIGHT_MAP, read_json(index, "checkpoint index"), index,
+                                  "checkpoint index")["weight_map"].values()))
         for shard in shards:
             if not (folder / shard).is_file():
                 raise bad(folder / BIN_INDEX, f"names shard {shard}, which is missing")

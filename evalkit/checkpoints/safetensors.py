@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 from evalkit.checkpoints.tensors import DTYPES, TensorEntry, bad
+from evalkit.schema import FileName, Json, MapOf, Obj, Opt, check, read_json
 
 __all__ = ["read_header", "read_folder", "INDEX", "MAX_HEADER"]
 
@@ -88,12 +89,12 @@ def read_folder(path: Path) -> dict[str, TensorEntry]:
     return tensors
 
 
+# transformers' `save_pretrained` index (`utils/hub.py` / `modeling_utils.py`): {"metadata", "weight_map": {tensor: shard}}
+WEIGHT_MAP = Obj({"weight_map": MapOf(FileName())}, optional={"metadata": Opt(Json())})
+
+
 def _indexed(index: Path) -> dict[str, TensorEntry]:
-    try:
-        weight_map = json.loads(index.read_text())["weight_map"]
-        assert isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())
-    except (OSError, ValueError, KeyError, TypeError, AssertionError, RecursionError):
-        raise bad(index, "corrupt index (expected JSON with a 'weight_map' object)") from None
+    weight_map = check(WEIGHT_MAP, read_json(index, "checkpoint index"), index, "checkpoint index")["weight_map"]
     headers = {}
     for shard in sorted(set(weight_map.values())):
         file = index.parent / shard

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import struct
 import zipfile
 from dataclasses import dataclass
@@ -212,7 +213,11 @@ def _unpickle(path: str, fh, archive, base: int):
         if not (isinstance(saved_id, tuple) and len(saved_id) == 5 and saved_id[0] == "storage"):
             raise pickle.UnpicklingError(f"unexpected persistent id {str(saved_id)[:60]}")
         _, storage_type, key, _location, numel = saved_id
-        dtype = torch.uint8 if storage_type is torch.UntypedStorage else storage_type.dtype
+        if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0 or not isinstance(key, str):
+            raise bad(path, f"storage {str(key)[:40]!r}: declares {str(numel)[:40]} elements, not a count")
+        dtype = torch.uint8 if storage_type is torch.UntypedStorage else getattr(storage_type, "dtype", None)
+        if not isinstance(dtype, torch.dtype):
+            raise bad(path, f"storage {key}: {str(storage_type)[:60]} is not a storage type")
         nbytes = numel * torch._utils._element_size(dtype)
         info = records.get(f"{prefix}data/{key}")
         if info is None or info.compress_type != zipfile.ZIP_STORED or info.file_size < nbytes:
@@ -236,7 +241,7 @@ def _unpickle(path: str, fh, archive, base: int):
             struct.error) as exc:
         raise bad(path, f"corrupt pickle in the torch.save file ({type(exc).__name__}: "
                         f"{str(exc)[:100]})") from None
-    return _stored(path, tree, storages)
+    return _stored(path, tree, storages, os.fstat(fh.fileno()).st_size)
 
 
 # DTensor's pickle (torch/distributed/tensor/_api.py, _dtensor_spec.py, device_mesh.py,
@@ -324,28 +329,44 @@ def _data_offset(fh, base: int, info: zipfile.ZipInfo) -> int:
     return base + info.header_offset + 30 + name_len + extra_len
 
 
-def _stored(path: str, tree, storages: dict):
-    """The tree with every (meta) tensor replaced by its `Stored`; DTensors keep their spec."""
+def _stored(path: str, tree, storages: dict, file_bytes: int):
+    """The tree with every (meta) tensor replaced by its `Stored`; DTensors keep their spec.
+    Nothing is allocated for a tensor here; what reading it will take is checked now (`_fits`)."""
     import torch
 
-    def one(t):
+    def one(t, name: str):
         if type(t).__name__ == "DTensor":
             shape, dims = _mesh(t)
-            return _DTensorStored(one(t._local_tensor), tuple(_placement(p) for p in t._spec.placements),
+            return _DTensorStored(one(t._local_tensor, name), tuple(_placement(p) for p in t._spec.placements),
                                   tuple(t.shape), shape, dims)
         dtype = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
         if dtype is None or t.layout != torch.strided:
-            raise bad(path, f"a tensor of {t.dtype} ({t.layout}) is not read")
-        start, nbytes = storages[t.untyped_storage()._cdata]
-        stored = Stored(path, start, nbytes, dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
-        size = DTYPES[dtype][0]
-        extent = (t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1
-                  if t.numel() else 0)
-        if extent * size > nbytes:
-            raise bad(path, "a tensor reaches past the end of its storage")
-        return stored
+            raise bad(path, f"tensor {name}: a tensor of {t.dtype} ({t.layout}) is not read")
+        where = storages.get(t.untyped_storage()._cdata)
+        if where is None:  # torch.save of a meta tensor: `_rebuild_meta_tensor_no_storage`, no bytes saved
+            raise bad(path, f"tensor {name}: a meta tensor {list(t.shape)} with no data in the file (saved from a "
+                            "model not yet materialised?)")
+        start, nbytes = where
+        _fits(path, name, t, nbytes, file_bytes)
+        return Stored(path, start, nbytes, dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
-    return _walk(tree, one)
+    return _walk(tree, one, path=path)
+
+
+def _fits(path: str, name: str, t, storage_bytes: int, file_bytes: int) -> None:
+    """A tensor's view lies inside its storage, and reading it takes no more bytes than its file
+    holds: a view whose strides overlap (stride 0, `expand`) is not expanded past the file's size,
+    so a 1.6 KB file cannot ask for 128 GiB."""
+    size = t.element_size()
+    extent = (t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1
+              if t.numel() else 0)
+    if extent * size > storage_bytes:
+        raise bad(path, f"tensor {name}: its view {list(t.shape)} (strides {list(t.stride())}) reaches past the end "
+                        f"of its {storage_bytes}-byte storage")
+    if t.numel() * size > file_bytes:
+        raise bad(path, f"tensor {name}: {t.numel()} elements ({t.numel() * size} bytes) viewed over a storage of "
+                        f"{storage_bytes} bytes (strides {list(t.stride())}), more than the file's {file_bytes} bytes; "
+                        "evalkit reads no tensor larger than the file holding it")
 
 
 @dataclass(frozen=True)
@@ -357,24 +378,33 @@ class _DTensorStored:
     mesh_dims: tuple | None
 
 
-def _walk(tree, fn):
+def _walk(tree, fn, name: str = "", depth: int = 0, path=None):
+    """`fn(tensor, name)` on every tensor of a saved object (`name`: its key path); containers
+    nested more than `MAX_DEPTH` levels are refused (a pickle builds any depth without recursing)."""
     import torch
 
+    from evalkit.schema import MAX_DEPTH
+
+    if depth > MAX_DEPTH:
+        raise bad(path or "?", f"the saved object is nested more than {MAX_DEPTH} levels deep; not a state dict")
     if isinstance(tree, torch.Tensor):
-        return fn(tree)
+        return fn(tree, repr(name.lstrip(".")) if name else "(the saved tensor)")
     if isinstance(tree, dict):
-        return {k: _walk(v, fn) for k, v in tree.items()}
+        return {k: _walk(v, fn, f"{name}.{k}", depth + 1, path) for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):
-        return type(tree)(_walk(v, fn) for v in tree) if isinstance(tree, list) else tuple(_walk(v, fn) for v in tree)
+        items = [_walk(v, fn, f"{name}[{i}]", depth + 1, path) for i, v in enumerate(tree)]
+        return items if isinstance(tree, list) else tuple(items)
     return tree
 
 
 def _legacy(path: str):
-    """A pre-1.6 (not zip) torch.save file, loaded whole with weights_only=True."""
+    """A pre-1.6 (not zip) torch.save file, loaded whole with weights_only=True, after its
+    declared sizes are checked against the file's (`_legacy_sizes`)."""
     import pickle
 
     import torch
 
+    _legacy_sizes(path)
     try:
         tree = torch.load(path, map_location="cpu", weights_only=True, mmap=False)
     except pickle.UnpicklingError as exc:
@@ -382,13 +412,66 @@ def _legacy(path: str):
     except Exception as exc:  # corrupt files raise RuntimeError, EOFError, ...
         raise bad(path, f"not a readable torch.save file ({type(exc).__name__}: {str(exc)[:100]})") from None
 
-    def one(t):
+    def one(t, name):
         dtype = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
         if dtype is None:
-            raise bad(path, f"a tensor of {t.dtype} is not read")
+            raise bad(path, f"tensor {name}: a tensor of {t.dtype} is not read")
         return _Loaded(path, dtype, tuple(t.shape), t.detach().contiguous())
 
-    return _walk(tree, one)
+    return _walk(tree, one, path=path)
+
+
+def _legacy_sizes(path: str) -> None:
+    """The legacy layout (torch/serialization.py `_legacy_save`: pickles of the magic number, the
+    protocol, sys info, then the object, whose `persistent_load` ids are `('storage', type, key,
+    location, numel, view)`) read with meta storages: `torch.load` allocates each storage at its
+    declared size before reading it, so the sizes (and every view) are checked against the file
+    first."""
+    import pickle
+
+    import torch
+    from torch import _weights_only_unpickler as weights_only
+
+    file_bytes, storages = os.path.getsize(path), {}
+
+    def persistent_load(saved_id):
+        kind = saved_id[0].decode("ascii", "replace") if isinstance(saved_id, tuple) and saved_id and \
+            isinstance(saved_id[0], bytes) else (saved_id[0] if isinstance(saved_id, tuple) and saved_id else None)
+        if kind != "storage" or len(saved_id) != 6:
+            raise pickle.UnpicklingError(f"unexpected persistent id {str(saved_id)[:60]}")
+        _, storage_type, key, _location, numel, _view = saved_id
+        dtype = getattr(storage_type, "dtype", None)
+        if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0 or not isinstance(dtype, torch.dtype):
+            raise bad(path, f"storage {str(key)[:40]!r}: declares {str(numel)[:40]} elements of {str(storage_type)[:40]}")
+        nbytes = numel * torch._utils._element_size(dtype)
+        raw = torch.UntypedStorage(nbytes, device="meta")
+        storages[raw._cdata] = nbytes
+        storages.setdefault(("key", key), nbytes)
+        return torch.storage.TypedStorage(wrap_storage=raw, dtype=dtype, _internal=True)
+
+    try:
+        with open(path, "rb") as fh:
+            for _ in range(3):  # magic number, protocol version, sys info
+                weights_only.Unpickler(fh, encoding="utf-8").load()
+            up = weights_only.Unpickler(fh, encoding="utf-8")
+            up.persistent_load = persistent_load
+            tree = up.load()
+    except pickle.UnpicklingError as exc:
+        raise refusal(path, exc) from None
+    except (EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError, RuntimeError,
+            struct.error) as exc:
+        raise bad(path, f"not a readable torch.save file ({type(exc).__name__}: {str(exc)[:100]})") from None
+    declared = sum(v for k, v in storages.items() if isinstance(k, tuple))
+    if declared > file_bytes:
+        raise bad(path, f"its storages declare {declared} bytes, the file holds {file_bytes}: truncated or forged")
+
+    def one(t, name):
+        storage = storages.get(t.untyped_storage()._cdata)
+        if storage is None:
+            raise bad(path, f"tensor {name}: a meta tensor {list(t.shape)} with no data in the file")
+        _fits(path, name, t, storage, file_bytes)
+
+    _walk(tree, one, path=path)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ Only small reads: up to 64K values of each norm weight (and of an integer-typed 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,10 +32,30 @@ from evalkit.checkpoints.tensors import (
     module_kind,
     to_values,
 )
+from evalkit.errors import UsageError
+from evalkit.schema import Bool, Int, Json, ListOf, Obj, Opt, Str, check
 
-__all__ = ["check_tensors", "SAMPLE"]
+__all__ = ["check_tensors", "check_config", "same_architecture", "TensorMatch", "ARCH_KEYS", "MODEL_CONFIG",
+           "SAMPLE"]
 
 SAMPLE = 1 << 16
+SIZE = Int(min=1, max=1 << 40)
+# config.json as transformers writes it (`configuration_utils.py` `to_json_string`): the fields
+# evalkit reads, each a positive integer (null where transformers writes None); others kept as they are
+MODEL_CONFIG = Obj({}, optional={
+    "model_type": Str(), "hidden_size": Opt(SIZE), "num_hidden_layers": Opt(SIZE), "vocab_size": Opt(SIZE),
+    "num_attention_heads": Opt(SIZE), "num_key_value_heads": Opt(SIZE), "head_dim": Opt(SIZE),
+    "intermediate_size": Opt(SIZE | ListOf(SIZE)), "tie_word_embeddings": Opt(Bool()),
+    "quantization_config": Opt(Json())})
+# config.json keys two checkpoints of one architecture share (a resized vocabulary is a tensor
+# shape difference, listed by diff, instead)
+ARCH_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_size",
+             "num_attention_heads", "num_key_value_heads")
+
+
+def check_config(config, path) -> dict:
+    """config.json's fields evalkit reads, typed (one line naming the field otherwise)."""
+    return check(MODEL_CONFIG, config, path, "config.json")
 FLOAT_ROLES = ("embedding", "lm_head", "q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up",
                "mlp_down", "norm")
 
@@ -125,3 +146,87 @@ def _expected(name: str, kind: str, c: dict) -> tuple | None:
     if ints("hidden_size") and re.search(r"(input_layernorm|post_attention_layernorm|(^|\.)norm)\.weight$", name):
         shapes["norm"] = (hidden,)
     return shapes.get(kind)
+
+
+# ---------------------------------------------------------------- two checkpoints: one architecture
+
+
+@dataclass(frozen=True)
+class TensorMatch:
+    """How the tensors of BASE and the others line up, by name: `pairs` (same name, shape and,
+    unless `as_dtype` says otherwise, dtype), and the problems (`missing` from an other, `extra`
+    in an other, `mismatched` shape or dtype, `skipped` dtypes with no values)."""
+
+    pairs: list
+    missing: list
+    extra: list
+    mismatched: list
+    skipped: list
+
+    def problems(self) -> dict:
+        return {"missing": self.missing, "extra": self.extra, "mismatched": self.mismatched, "skipped": self.skipped}
+
+
+def _layers(cp) -> int | None:
+    """The number of decoder layers the tensor names show (max index + 1), None without layers."""
+    found = [i for i in (layer_index(n) for n in cp.tensors) if i is not None]
+    return max(found) + 1 if found else None
+
+
+def same_architecture(cps: list, as_dtype: str | None = None, *, strict: bool = False,
+                      command: str = "diff") -> TensorMatch:
+    """The one check every command comparing checkpoints makes (diff, interpolate, forgetting):
+    the same architecture by config.json (`ARCH_KEYS`, where both have one) and by the layers
+    the tensor names show, and tensor names in common; refused in one line otherwise. The
+    tensors are then matched by name; `strict` (a command that mixes or swaps weights) also
+    refuses any tensor missing, extra or of another shape. A tied lm_head (config
+    `tie_word_embeddings`) may be stored on one side only."""
+    from evalkit.checkpoints.tensors import DTYPES, value_dtype
+
+    base, rest = cps[0], cps[1:]
+    for other in rest:
+        if base.config and other.config:
+            for key in ARCH_KEYS:
+                if base.config.get(key) != other.config.get(key):
+                    raise UsageError(f"{other.path}: different architecture from {base.path} ({key} "
+                                     f"{base.config.get(key)} vs {other.config.get(key)}); {command} needs two "
+                                     "checkpoints of the same model")
+        if not set(base.tensors) & set(other.tensors):
+            raise UsageError(f"{other.path}: no tensor names in common with {base.path} "
+                             "(different architectures?)")
+        layers = _layers(base), _layers(other)
+        if layers[0] != layers[1]:
+            raise UsageError(f"{other.path}: {layers[1] or 0} layers by its tensor names, {base.path} has "
+                             f"{layers[0] or 0}; {command} needs two checkpoints of the same model")
+    match = TensorMatch([], [], [], [], [])
+    for cp in rest:
+        match.extra.extend(f"{cp.label}: {n}" for n in sorted(set(cp.tensors) - set(base.tensors)))
+    for entry in sorted(base.tensors.values(), key=lambda e: e.name):  # same sums however sharded
+        others = [cp.tensors.get(entry.name) for cp in rest]
+        if any(o is None for o in others):
+            where = ", ".join(cp.label for cp, o in zip(rest, others, strict=True) if o is None)
+            match.missing.append(f"{where}: {entry.name}")
+        elif any((value_dtype(o.dtype, as_dtype), o.shape) != (value_dtype(entry.dtype, as_dtype), entry.shape)
+                 for o in others):
+            described = [f"{e.dtype}{list(e.shape)}" for e in (entry, *others)]
+            match.mismatched.append(f"{entry.name}: " + " vs ".join(described))
+        elif DTYPES[entry.dtype][2] is None:
+            match.skipped.append(f"{entry.name}: {entry.dtype} is not supported")
+        else:
+            match.pairs.append((entry, *others))
+    if strict:
+        tied = any((cp.config or {}).get("tie_word_embeddings") for cp in cps)
+        lines = [("missing", m) for m in match.missing] + [("extra", m) for m in match.extra] + \
+            [("of another shape", m) for m in match.mismatched if _shape_differs(m)]
+        lines = [(what, m) for what, m in lines if not (tied and m.endswith(": lm_head.weight"))]
+        if lines:
+            what, first = lines[0]
+            raise UsageError(f"{first}: a tensor {what} ({len(lines)} tensors differ by name or shape); {command} "
+                             "needs two checkpoints of the same model")
+    return match
+
+
+def _shape_differs(line: str) -> bool:
+    """A `mismatched` line whose shapes differ (a dtype difference alone is not a shape one)."""
+    described = [part.split("[", 1)[1] for part in line.split(": ", 1)[1].split(" vs ")]
+    return len(set(described)) > 1

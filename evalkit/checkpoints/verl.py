@@ -23,7 +23,6 @@ verl's merger refuses them.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 
 from evalkit.checkpoints.tensors import DTYPES, TensorEntry, bad
 from evalkit.checkpoints.torchzip import Stored, _DTensorStored, _state_dict, read_torch_file
+from evalkit.schema import Int, Obj, check, read_json
 
 __all__ = ["SHARD", "is_verl", "read_verl"]
 
@@ -42,22 +42,29 @@ def is_verl(folder: Path) -> bool:
     return any(SHARD.match(p.name) for p in folder.glob("model_world_size_*_rank_*.pt"))
 
 
+FSDP_CONFIG = Obj({"world_size": Int(min=1)}, optional={"FSDP_version": Int(min=1)})
+
+
 def _world_size(folder: Path) -> int:
+    """fsdp_config.json's world size, checked against the shard files present (never by trying
+    each declared rank: a world size of 10^9 costs what the folder's listing costs)."""
     config = folder / "fsdp_config.json"
-    sizes = sorted({int(m.group(1)) for p in folder.iterdir() if (m := SHARD.match(p.name))})
+    shards = [(int(m.group(1)), int(m.group(2)), p) for p in folder.iterdir() if (m := SHARD.match(p.name))]
+    sizes = sorted({w for w, _, _ in shards})
     if not config.is_file():
         raise bad(folder, "verl FSDP shards without fsdp_config.json (verl writes it beside them)")
-    try:
-        world = json.loads(config.read_text())["world_size"]
-        assert isinstance(world, int) and world >= 1
-    except (OSError, ValueError, KeyError, TypeError, AssertionError):
-        raise bad(config, "corrupt fsdp_config.json (expected an integer 'world_size')") from None
+    world = check(FSDP_CONFIG, read_json(config, "fsdp_config.json"), config, "verl fsdp_config.json")["world_size"]
     if sizes != [world]:
         raise bad(folder, f"fsdp_config.json says world_size {world}, the shard files are for "
                           f"{', '.join(map(str, sizes))}")
-    missing = [r for r in range(world) if not (folder / f"model_world_size_{world}_rank_{r}.pt").is_file()]
-    if missing:
-        raise bad(folder, f"world size {world}, but the shards of rank {', '.join(map(str, missing))} are missing")
+    ranks = {r for _, r, p in shards if p.is_file()}
+    if max(ranks, default=-1) >= world:
+        raise bad(folder, f"world size {world}, but a shard names rank {max(ranks)}")
+    if len(ranks) != world:
+        missing = [r for r in range(len(ranks) + 1) if r not in ranks][:4]
+        more = ", ..." if world - len(ranks) > len(missing) else ""
+        raise bad(folder, f"world size {world}, but the shards of rank {', '.join(map(str, missing))}{more} are "
+                          f"missing ({world - len(ranks)} of {world})")
     return world
 
 
