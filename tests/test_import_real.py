@@ -21,7 +21,7 @@ from evalkit.cli import app
 runner = CliRunner()
 REAL = Path(__file__).parent / "data" / "real"
 MANIFEST = json.loads((REAL / "manifest.json").read_text())
-ERRORBARS = REAL / "lm-eval-errorbars" / "samples_gsm8k_cot_self_consistency_2026-10-01T13-21-10.261566.jsonl"
+PYFADE = REAL / "lm-eval-pyfade"
 COREV2 = REAL / "opencompass-corev2" / "predictions" / "qwen-7b-chat-hf" / "COREV2_6A_.json"
 
 
@@ -162,52 +162,135 @@ def test_a_running_inspect_log_is_refused_unless_partial(tmp_path):
 
 # ---------------------------------------------------------------- lm-eval
 
-def test_lm_eval_repeats_and_the_filter_named_and_chosen(tmp_path):
-    summary, output = imported("lm-eval", ERRORBARS, "--out", tmp_path / "a")
-    notes = summary["import"]["notes"]
-    assert notes["filters"] == ["score-first", "maj@64", "maj@8"] and notes["filter_read"] == "score-first"
-    assert "lm-eval filter: score-first (the default: the first the task lists" in output
-    assert summary["sampling"]["n"] == 64 and summary["problems_with_samples"] == 4
-    assert summary["outcomes"]["no_answer"] == 256 and pass_at(summary, 64) == 0.0  # 64 x "lol", regraded
-    chosen, output = imported("lm-eval", ERRORBARS, "--out", tmp_path / "b", "--filter", "maj@64")
-    assert chosen["import"]["notes"]["filter_read"] == "maj@64" and "(--filter;" in output
-    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(ERRORBARS), "--out", str(tmp_path / "c"),
-                                               "--keep-grades"]), "one exact_match per document", tmp_path)
-    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(ERRORBARS), "--out", str(tmp_path / "c"),
-                                               "--filter", "strict-match"]),
-                   "--filter strict-match: not in", tmp_path)
+GSM8K_RUNS = [  # (samples file, the model its results_*.json names): 3 documents of a --limit 100 run
+    ("samples_gsm8k_2025-09-09T13-31-53.431753.jsonl", "gemma3:12b-u1"),
+    ("samples_gsm8k_2025-09-09T13-42-42.857006.jsonl", "gemma3:12b-it-q4_K_M"),
+]
+SUBJECTS = ("chemistry", "health", "psychology")
+
+
+def lm_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def results_beside(path: Path) -> dict:
+    return json.loads(path.with_name("results_" + path.stem.rsplit("_", 1)[1] + ".json").read_text())
+
+
+@pytest.mark.parametrize(("name", "model"), GSM8K_RUNS, ids=["tuned", "base"])
+def test_lm_eval_a_cut_file_is_refused_and_imports_as_partial_with_its_own_grades(tmp_path, name, model):
+    """The file holds 3 of the run's 100 documents (cut by the repository's author); the results
+    file lm-eval wrote beside declares 100, so the import is refused; with --partial the kept grades
+    are the file's exact_match, the tool's score over its 100 is shown beside, and every line is
+    the file's: completion, extracted answer, question text, model."""
+    path = PYFADE / "gsm8k" / name
+    lines, results = lm_lines(path), results_beside(path)
+    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(path), "--out", str(tmp_path / "r")]),
+                   f"3 documents for filter 'strict-match', but results_{name[14:-6]}.json declares 100 "
+                   "(n-samples.gsm8k.effective): a partial file", tmp_path)
+    summary, output = imported("lm-eval", path, "--out", tmp_path / "p", "--partial", "--keep-grades")
+    assert pass_at(summary, 1) == pytest.approx(sum(line["exact_match"] for line in lines) / len(lines))
+    assert summary["problems_with_samples"] == len(lines) == 3 and summary["sampling"]["n"] == 1
+    assert summary["model"]["name"] == model == results["model_name"]
+    assert summary["import"]["reported"]["value"] == results["results"]["gsm8k"]["exact_match,strict-match"]
+    assert summary["partial"].startswith(name) and "PARTIAL pass@k" in output
+    assert "lm-eval filter: strict-match (the default: the first the task lists" in output
+    by = {r["problem_id"]: r for r in rows(tmp_path / "p")}
+    assert sorted(by) == sorted(str(line["doc_id"]) for line in lines)
+    for line in lines:
+        row = by[str(line["doc_id"])]
+        assert (row["completion"], row["extracted"]) == (line["resps"][0][0], line["filtered_resps"][0])
+    task = {q["id"]: q for q in map(json.loads, next((tmp_path / "p").glob("task/*.jsonl")).read_text().splitlines())}
+    for line in lines:  # the question text kept, the gold cut after lm-eval's "####"
+        assert task[str(line["doc_id"])]["question"] == line["doc"]["question"]
+        assert task[str(line["doc_id"])]["answer"] == line["target"].split("####")[-1].strip()
+    regraded, _ = imported("lm-eval", path, "--out", tmp_path / "g", "--partial", "--regrade")
+    assert regraded["import"]["agreement_with_source"] == {"same_correctness": 3, "samples": 3}
+
+
+def test_lm_eval_the_filter_is_named_and_one_not_logged_is_refused(tmp_path):
+    """The task lists strict-match and flexible-extract (the results file scores both); the file
+    logs strict-match only: it is named as the default, chosen by --filter, and flexible-extract
+    is refused naming what the file holds."""
+    path = PYFADE / "gsm8k" / GSM8K_RUNS[0][0]
+    assert {"exact_match,strict-match", "exact_match,flexible-extract"} <= set(results_beside(path)["results"]["gsm8k"])
+    summary, output = imported("lm-eval", path, "--out", tmp_path / "a", "--partial", "--filter", "strict-match")
+    assert summary["import"]["notes"]["filters"] == ["strict-match"] and "(--filter;" in output
+    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(path), "--out", str(tmp_path / "c"),
+                                               "--partial", "--filter", "flexible-extract"]),
+                   "--filter flexible-extract: not in samples_gsm8k_2025-09-09T13-31-53.431753.jsonl "
+                   "(filters: strict-match)", tmp_path)
+
+
+def test_lm_eval_without_its_results_file_missing_doc_ids_are_partial(tmp_path):
+    """The same file copied without the results file beside: completeness falls back to doc_ids
+    0..N-1, and 16..18 lack 0..15. Imported with --partial, the report's tables say so too."""
+    alone = tmp_path / "out" / GSM8K_RUNS[0][0]
+    alone.parent.mkdir()
+    shutil.copy(PYFADE / "gsm8k" / GSM8K_RUNS[0][0], alone)
+    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(alone), "--out", str(tmp_path / "r")]),
+                   "doc_ids 0..18 lack 16 (first 0)", tmp_path)
+    summary, output = imported("lm-eval", alone, "--out", tmp_path / "p", "--partial", "--keep-grades")
+    assert summary["partial"].startswith(alone.name) and "PARTIAL pass@k" in output
+    assert summary["model"]["name"] == "lm-eval import"  # nothing beside names it
+    code, shown = run("report", tmp_path / "p", "--out", tmp_path / "report")
+    assert code == 0, shown
+    assert "p (partial)" in (tmp_path / "report" / "report.md").read_text()
 
 
 def test_lm_eval_json_array_layout_and_filter_none(tmp_path):
     """v0.4.0-0.4.2 wrote the samples as one indented JSON array (arguments [[prompt, kwargs]]);
     with filter none the filtered response is the completion itself: nothing was extracted."""
-    lines = [json.loads(line) for line in ERRORBARS.read_text().splitlines()]
+    lines = lm_lines(PYFADE / "gsm8k" / GSM8K_RUNS[0][0])
     old = [{**r, "arguments": [[r["arguments"]["gen_args_0"]["arg_0"], r["arguments"]["gen_args_0"]["arg_1"]]]}
-           for r in lines if r["filter"] == "score-first"]
-    array = tmp_path / "pretrained=dummy_gsm8k_cot_self_consistency.jsonl"
+           for r in lines]
+    array = tmp_path / "model=gemma3:12b-u1_gsm8k.jsonl"
     array.write_text(json.dumps(old, indent=2, ensure_ascii=False))
-    summary, _ = imported("lm-eval", array, "--out", tmp_path / "a")
-    assert summary["samples"] == 256 and summary["problems_with_samples"] == 4
+    summary, _ = imported("lm-eval", array, "--out", tmp_path / "a", "--partial", "--keep-grades")
+    assert summary["samples"] == 3 and pass_at(summary, 1) == pytest.approx(1 / 3)
+    assert [r["completion"] for r in rows(tmp_path / "a")] == [r["resps"][0][0] for r in lines]
     first = lines[0]
     none = tmp_path / "samples_gsm8k_2026-01-01T00-00-00.jsonl"
-    none.write_text(json.dumps({**first, "resps": [["The answer is 18."]], "filtered_resps": ["The answer is 18."],
-                                "filter": "none", "exact_match": 1.0}) + "\n")
+    none.write_text(json.dumps({**first, "doc_id": 0, "filtered_resps": first["resps"][0], "filter": "none"}) + "\n")
     summary, _ = imported("lm-eval", none, "--out", tmp_path / "b", "--keep-grades")
     record = rows(tmp_path / "b")[0]
-    assert record["extracted"] is None and record["outcome"] == "correct"
+    assert record["extracted"] is None and record["outcome"] == "correct" and first["exact_match"] == 1.0
 
 
-def test_lm_eval_missing_documents_are_partial(tmp_path):
-    lines = [line for line in ERRORBARS.read_text().splitlines() if json.loads(line)["doc_id"] != 2]
-    cut = tmp_path / "samples_gsm8k_cot_self_consistency_2026-01-01T00-00-00.jsonl"
-    cut.write_text("\n".join(lines) + "\n")
-    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(cut), "--out", str(tmp_path / "r")]),
-                   "doc_ids 0..3 lack 1 (first 2)", tmp_path)
-    summary, output = imported("lm-eval", cut, "--out", tmp_path / "p", "--partial")
-    assert summary["partial"].startswith(cut.name) and "PARTIAL pass@k" in output
-    code, shown = run("report", tmp_path / "p", "--out", tmp_path / "report")  # the report's tables say it too
-    assert code == 0, shown
-    assert "p (partial)" in (tmp_path / "report" / "report.md").read_text()
+def test_lm_eval_folder_of_subjects_imports_each_as_its_own_partial_run(tmp_path):
+    """mmlu_pro_plus: three subjects' samples with one results file beside (3 documents each of
+    --limit 100): one run per subject, each partial, its kept grades the file's exact_match and the
+    tool's score for that subject beside."""
+    folder = PYFADE / "mmlu_pro_plus"
+    assert_refused(lambda: runner.invoke(app, ["import", "lm-eval", str(folder), "--out", str(tmp_path / "r")]),
+                   "declares 100 (n-samples.mmlu_pro_plus_chemistry.effective)", tmp_path)
+    summary, output = imported("lm-eval", folder, "--out", tmp_path / "p", "--partial", "--keep-grades")
+    results = json.loads((folder / "results_2025-10-14T14-44-39.372006.json").read_text())
+    assert set(summary["runs"]) == {f"mmlu_pro_plus_{s}" for s in SUBJECTS}
+    for subject in SUBJECTS:
+        task = f"mmlu_pro_plus_{subject}"
+        lines = lm_lines(folder / f"samples_{task}_2025-10-14T14-44-39.372006.jsonl")
+        one = summary["runs"][task]
+        assert pass_at(one, 1) == pytest.approx(sum(line["exact_match"] for line in lines) / 3)
+        assert one["import"]["reported"]["value"] == results["results"][task]["exact_match,custom-extract"]
+        assert one["model"]["name"] == results["model_name"] and one["partial"]
+        questions = [json.loads(q) for q in next((tmp_path / "p" / task).glob("task/*.jsonl")).read_text().splitlines()]
+        assert sorted(q["question"] for q in questions) == sorted(line["doc"]["question"] for line in lines)
+
+
+def test_lm_eval_regrade_reads_the_final_answer_where_custom_extract_takes_the_first(tmp_path):
+    """chemistry doc 7 ends "the correct answer is (D) and (K). Since (K) includes (D), we will
+    choose (K). The answer is (K)." lm-eval's custom-extract (regex `answer is \\(?([A-L])\\)?`,
+    take_first) keeps D and scores 0; the gold is K and evalkit's grader reads the last answer: the
+    one disagreement of the 9 documents (docs/import.md)."""
+    agree = {}
+    for subject in SUBJECTS:
+        path = PYFADE / "mmlu_pro_plus" / f"samples_mmlu_pro_plus_{subject}_2025-10-14T14-44-39.372006.jsonl"
+        summary, _ = imported("lm-eval", path, "--out", tmp_path / subject, "--partial", "--regrade")
+        agree[subject] = summary["import"]["agreement_with_source"]["same_correctness"]
+    assert agree == {"chemistry": 2, "health": 3, "psychology": 3}
+    doc7 = next(r for r in rows(tmp_path / "chemistry") if r["problem_id"] == "7")
+    assert (doc7["outcome"], doc7["source_outcome"]) == ("correct", "incorrect") and "K" in doc7["extracted"]
 
 
 def test_a_loglikelihood_lm_eval_file_is_refused():
