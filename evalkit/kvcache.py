@@ -36,21 +36,26 @@ def _layer_base():
 class InPlaceLayer(_layer_base()):
     """One layer's keys/values in preallocated buffers; `length` positions are filled."""
 
-    def __init__(self, keys, values, max_len: int, repeats: int = 1):
+    def __init__(self, keys, values, max_len: int, repeats=1):
         """Buffers of `max_len` positions holding `keys`/`values` ([rows, heads, length, dim]), each row
-        repeated `repeats` times in place (as `batch_repeat_interleave(repeats)` orders them)."""
+        repeated `repeats` times in place (as `batch_repeat_interleave(repeats)` orders them); `repeats`
+        may also be a sequence, row r repeated `repeats[r]` times (as `repeat_interleave` with counts)."""
         import torch
 
         super().__init__()
         rows, heads, length, _ = keys.shape
         assert length <= max_len, (length, max_len)
+        counts = None if isinstance(repeats, int) else torch.as_tensor(repeats, device=keys.device)
+        total = rows * repeats if counts is None else int(counts.sum())
         self.device = keys.device
-        self.key_buffer = torch.empty((rows * repeats, heads, max_len, keys.shape[-1]), dtype=keys.dtype,
-                                      device=keys.device)
-        self.value_buffer = torch.empty((rows * repeats, heads, max_len, values.shape[-1]), dtype=values.dtype,
+        self.key_buffer = torch.empty((total, heads, max_len, keys.shape[-1]), dtype=keys.dtype, device=keys.device)
+        self.value_buffer = torch.empty((total, heads, max_len, values.shape[-1]), dtype=values.dtype,
                                         device=values.device)
         for buffer, filled in ((self.key_buffer, keys), (self.value_buffer, values)):
-            buffer.view(rows, repeats, *buffer.shape[1:])[:, :, :, :length].copy_(filled[:, None])
+            if counts is None:
+                buffer.view(rows, repeats, *buffer.shape[1:])[:, :, :, :length].copy_(filled[:, None])
+            else:
+                buffer[:, :, :length].copy_(filled.repeat_interleave(counts, dim=0))
         self.length, self.max_len = length, max_len
         self.is_initialized = True
         self._views()
@@ -105,14 +110,20 @@ class InPlaceLayer(_layer_base()):
         self._views()
 
 
-def preallocate(cache, repeats: int, max_len: int):
-    """A cache for decoding `max_len` positions: `cache`'s rows each repeated `repeats` times, in
-    InPlaceLayers when every layer of `cache` is a plain full-attention DynamicLayer, else `cache`
-    itself repeated (transformers' layers; see the module's limits)."""
+def preallocate(cache, repeats, max_len: int):
+    """A cache for decoding `max_len` positions: `cache`'s rows each repeated `repeats` times (an int,
+    or one count per row), in InPlaceLayers when every layer of `cache` is a plain full-attention
+    DynamicLayer, else `cache` itself repeated (transformers' layers; see the module's limits)."""
     from transformers.cache_utils import Cache, DynamicLayer
 
     if not cache.layers or any(type(layer) is not DynamicLayer for layer in cache.layers):
-        cache.batch_repeat_interleave(repeats)
+        if isinstance(repeats, int):
+            cache.batch_repeat_interleave(repeats)
+        else:
+            import torch
+
+            counts = torch.as_tensor(repeats)
+            cache.batch_select_indices(torch.arange(len(counts)).repeat_interleave(counts).to(cache.layers[0].keys.device))
         return cache
     return Cache(layers=[InPlaceLayer(layer.keys, layer.values, max_len, repeats) for layer in cache.layers])
 

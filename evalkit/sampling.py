@@ -56,14 +56,17 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from itertools import groupby
 
 __all__ = [
     "SamplingConfig", "Sample", "derive_seed", "sample_seed", "render_prompt", "sample_chunk", "sample_texts",
     "sample_problems",
-    "stop_token_ids", "eos_ids", "decode_completion", "SAMPLER_VERSION", "sampler_version",
+    "stop_token_ids", "eos_ids", "decode_completion", "SAMPLER_VERSION", "lane_count",
+    "run_lanes",
 ]
 
-SAMPLER_VERSION = "hf-3"  # bump whenever a change can move a sample's bits at the same settings
+SAMPLER_VERSION = "hf-4"  # bump whenever a change can move a sample's bits at the same settings
 
 
 @dataclass(frozen=True)
@@ -99,16 +102,6 @@ class Sample:
     finish_reason: str  # "stop" or "length"
     mean_entropy: float | None
     seed: int
-
-
-def sampler_version(backend: str) -> str:
-    """The sampler a run's samples come from, as run.json records it (`sampler`): this module's
-    SAMPLER_VERSION for the Hugging Face backend, vLLM's for `--backend vllm`."""
-    if backend == "vllm":
-        from evalkit.scale.vllm_backend import SAMPLER
-
-        return SAMPLER
-    return SAMPLER_VERSION
 
 
 def derive_seed(*parts) -> int:
@@ -211,31 +204,128 @@ def sample_chunk(
     on_token: Callable[[int], None] | None = None,
 ) -> list[Sample]:
     """Draw cfg.n samples for each rendered prompt; see the module docstring. `on_token(rows)`
-    is called once per step with the number of rows that drew a token."""
-    import torch
+    is called once per step of each lane with the number of rows that drew a token."""
+    import threading
 
-    from evalkit.kvcache import preallocate
+    import torch
 
     device = next(model.parameters()).device
     rows = [(i, j) for i in range(len(prompts)) for j in range(cfg.n)]
     seeds = [sample_seed(cfg.seed, problem_ids[i], j) for i, j in rows]
     uniforms = _uniforms(seeds, cfg.max_new_tokens, device)
-    with torch.inference_mode():
-        out, mask = _prefill(model, tokenizer, prompts, device)
-        cache = preallocate(out.cache, cfg.n, mask.shape[1] + cfg.max_new_tokens)
-        logits = out.logits[:, -1].repeat_interleave(cfg.n, dim=0)
-        drawn = _decode(model, cache, logits, mask.repeat_interleave(cfg.n, dim=0), uniforms,
-                        _Draw(cfg, tuple(sorted(stop_ids)), on_token))
+    threads = torch.get_num_threads() if device.type == "cpu" else 0
+    lanes = lane_count(len(rows), threads)
+    bounds = [len(rows) * k // lanes for k in range(lanes + 1)]
+    draw = _Draw(cfg, tuple(sorted(stop_ids)), _serialized(on_token) if lanes > 1 else on_token, threading.Event())
+    jobs = [partial(_lane, model, tokenizer, prompts, rows[a:b], uniforms[a:b], draw)
+            for a, b in zip(bounds, bounds[1:], strict=False)]
+    parts = run_lanes(jobs, threads // lanes if threads else 0, draw.cancel)
+    drawn = [torch.cat(column) for column in zip(*parts, strict=True)]
     return _samples(rows, *drawn, seeds, cfg)
+
+
+LANE_ROWS = 16  # fewest rows in a lane: below it a lane streams every weight for too few rows (measured below)
+
+
+def lane_count(rows: int, threads: int) -> int:
+    """The lanes a chunk of `rows` rows is split into on `threads` CPU threads (0: not on the CPU, one
+    lane): one per thread, each of at least LANE_ROWS rows. It fixes which rows share a batch, so the
+    samples depend on it, through the thread count (`cpu_threads` in run.json), never on the load."""
+    return max(1, min(threads, rows // LANE_ROWS))
+
+
+def run_lanes(jobs: Sequence[Callable], threads_each: int, cancel) -> list:
+    """Run each job in its own thread (the first in this one), each with `threads_each` intra-op
+    threads (0: as they are), in inference mode; their results in order. A lane's error is raised
+    here; an interrupt in this thread sets `cancel`, which the other lanes check at every step."""
+    import threading
+
+    import torch
+
+    results: list = [None] * len(jobs)
+    errors: list[BaseException] = []
+    before = torch.get_num_threads()
+
+    def run(k: int) -> None:
+        if threads_each:
+            torch.set_num_threads(threads_each)  # the thread count of this thread's ops (OpenMP and MKL, per thread)
+        with torch.inference_mode():
+            results[k] = jobs[k]()
+
+    def guarded(k: int) -> None:
+        try:
+            run(k)
+        except BaseException as exc:  # noqa: BLE001 -- re-raised in the calling thread
+            errors.append(exc)
+            cancel.set()
+
+    others = [threading.Thread(target=guarded, args=(k,), name=f"evalkit-lane-{k}", daemon=True)
+              for k in range(1, len(jobs))]
+    try:
+        for thread in others:
+            thread.start()
+        try:
+            run(0)
+        except Cancelled:  # another lane failed: its error is the one to raise
+            pass
+        for thread in others:
+            thread.join()
+    except BaseException:
+        cancel.set()
+        raise
+    finally:
+        torch.set_num_threads(before)
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _serialized(callback: Callable[[int], None] | None) -> Callable[[int], None] | None:
+    """`callback`, called by one lane at a time."""
+    import threading
+
+    if callback is None:
+        return None
+    lock = threading.Lock()
+
+    def call(rows: int) -> None:
+        with lock:
+            callback(rows)
+
+    return call
+
+
+class Cancelled(Exception):
+    """Another lane failed or was interrupted: this one stops at its next step."""
 
 
 @dataclass(frozen=True)
 class _Draw:
-    """What the decode loop draws with: the settings, the stop ids, the per-step callback."""
+    """What the decode loop draws with: the settings, the stop ids, the per-step callback, the lanes'
+    cancel flag."""
 
     cfg: SamplingConfig
     stop_ids: tuple[int, ...]
     on_token: Callable[[int], None] | None
+    cancel: object = None
+
+
+def _lane(model, tokenizer, prompts: Sequence[str], rows: Sequence[tuple[int, int]], uniforms, draw: _Draw):
+    """One lane: prefill the prompts of `rows` (grouped by prompt, in order), give each row its prompt's
+    cache, decode them together; returns (tokens [rows, steps], lengths, stopped, entropy sums)."""
+    import torch
+
+    from evalkit.kvcache import preallocate
+
+    device = uniforms.device
+    used = [i for i, _ in groupby(rows, key=lambda row: row[0])]
+    counts = [len(list(group)) for _, group in groupby(rows, key=lambda row: row[0])]
+    out, mask = _prefill(model, tokenizer, [prompts[i] for i in used], device)
+    repeats = torch.tensor(counts, device=device)
+    cache = preallocate(out.cache, counts[0] if len(set(counts)) == 1 else counts,
+                        mask.shape[1] + uniforms.shape[1])
+    logits = out.logits[:, -1].repeat_interleave(repeats, dim=0)
+    return _decode(model, cache, logits, mask.repeat_interleave(repeats, dim=0), uniforms, draw)
 
 
 COMPACT_BELOW = 1.0  # live fraction under which finished rows are dropped: 1.0 = at every finish (measured below)
@@ -250,8 +340,11 @@ def _decode(model, cache, logits, mask, uniforms, draw: _Draw):
     chunk still gives bitwise the same samples."""
     import torch
 
+    from evalkit.decode import decode_step
+
     total, steps = uniforms.shape
     device, width, cfg = logits.device, mask.shape[1], draw.cfg
+    step = decode_step(model, cache)
     masks = torch.cat([mask, mask.new_zeros(total, steps)], dim=-1)
     positions = mask.sum(-1, keepdim=True)
     tokens = torch.zeros(total, steps, dtype=torch.long, device=device)
@@ -282,10 +375,15 @@ def _decode(model, cache, logits, mask, uniforms, draw: _Draw):
             cache.batch_select_indices(live)
             slot_rows, masks, positions, inputs = slot_rows[live], masks[live], positions[live], inputs[live]
             live = torch.arange(len(live), device=device)
+        if draw.cancel is not None and draw.cancel.is_set():
+            raise Cancelled
         inputs[live, 0] = next_tok
         masks[:, width + t] = 1
-        logits = model(input_ids=inputs, attention_mask=masks[:, : width + t + 1], position_ids=positions,
-                       cache=cache, use_cache=True).logits[:, -1]
+        if step is not None:
+            logits = step(inputs[:, 0], positions[:, 0], masks[:, : width + t + 1])
+        else:
+            logits = model(input_ids=inputs, attention_mask=masks[:, : width + t + 1], position_ids=positions,
+                           cache=cache, use_cache=True).logits[:, -1]
         positions += 1
     return tokens, lengths, stopped, entropy_sum
 
