@@ -48,16 +48,17 @@ def _observed(entries: list, source: Path) -> pd.DataFrame:
     return pd.DataFrame(rows).drop_duplicates("step", keep="last").sort_values("step").reset_index(drop=True)
 
 
-def read_train_log(path: Path) -> pd.DataFrame:
+def read_train_log(path: Path, salvage: bool = False) -> pd.DataFrame:
     """step, observed_frac_zero from an evalkit metrics.jsonl, a TRL trainer_state.json, TensorBoard
-    event files, verl's file-logger JSONL, or a folder holding one of them (evalkit.trainlogs)."""
+    event files, verl's file-logger JSONL, or a folder holding one of them (evalkit.trainlogs;
+    `salvage`: a TensorBoard file's torn or corrupt records are skipped, not refused)."""
     from evalkit.trainlogs import read_training_log
 
     path = Path(path)
     if not path.exists():
         raise UsageError(f"--train-log {path}: no such file")
     try:
-        entries = read_training_log(path)
+        entries = read_training_log(path, salvage)
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--train-log {path}: unreadable ({exc})") from exc
     except UsageError as exc:
@@ -72,6 +73,7 @@ def groups_report(
     target: float = 0.5,
     train_log: Path | None = None,
     train_group_size: int = 8,
+    salvage: bool = False,
 ) -> Report:
     """Zero-advantage fractions per G (overall and by difficulty), the smallest G
     reaching `target` informative groups, always-uniform problems, and the
@@ -106,7 +108,7 @@ def groups_report(
     }
     if train_log is not None:
         predicted = zero_advantage_table(ns, cs, [train_group_size]).iloc[0]
-        observed = read_train_log(train_log)
+        observed = read_train_log(train_log, salvage)
         tables["train_log"] = observed.assign(
             predicted_frac_zero=predicted["frac_zero"],
             difference=observed["observed_frac_zero"] - predicted["frac_zero"],

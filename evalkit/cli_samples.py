@@ -122,6 +122,9 @@ def groups(
                                                  "trainer_state.json, verl's file-logger JSONL, or a TensorBoard event "
                                                  "file or folder (--report-to tensorboard).")] = None,
     train_group_size: Annotated[int, typer.Option(help="G used in training, for the prediction beside --train-log.")] = 8,
+    salvage: Annotated[bool, typer.Option(help="Read a TensorBoard --train-log whose records are torn or fail their CRC: "
+                                               "the intact ones are used and the skipped bytes named (without it, one "
+                                               "line naming the last good step).")] = False,
     out: Out = None,
 ) -> None:
     """Estimated fraction of zero-advantage GRPO groups (all correct / all wrong) per G.
@@ -137,7 +140,7 @@ def groups(
     GroupsOptions(group_sizes=sizes, target=target, train_group_size=train_group_size).validate()
     with claimed(out, "groups", _inputs(run, train_log)) as folder:
         report = groups_report(load_run(run), group_sizes=list(sizes), target=target,
-                               train_log=train_log, train_group_size=train_group_size)
+                               train_log=train_log, train_group_size=train_group_size, salvage=salvage)
         _finish(report, folder, console_out.print_groups)
 
 

@@ -268,8 +268,10 @@ def print_regrade(result, out: Path) -> None:
 
 def print_grader_compare(entry: dict, out: Path, rows: int = 8) -> None:
     """Agreement of two graders, pass@1 under each, and the first disagreements."""
-    console.print(f"{entry['evalkit']} vs {entry['other']}: {entry['samples'] - entry['disagree']} of "
-                  f"{entry['samples']} samples agree ({pct(entry['agreement'])}); pass@1 "
+    decided = entry.get("decided", entry["samples"])
+    undecided = f"; {entry['undecided']} with a timeout or error counted in neither" if entry.get("undecided") else ""
+    console.print(f"{entry['evalkit']} vs {entry['other']}: {decided - entry['disagree']} of "
+                  f"{decided} samples both decided agree ({pct(entry['agreement'])}){undecided}; pass@1 "
                   f"{num(entry['pass_at_1']['evalkit'])} vs {num(entry['pass_at_1']['other'])}")
     if entry["disagreements"]:
         table = Table(title=f"where they disagree (first {min(rows, entry['disagree'])} of {entry['disagree']})",

@@ -9,8 +9,10 @@ killable grader workers (same deadline). Its grades are appended to
 `grader-compare.json` in the run folder, one entry per other grader (rerunning with
 another grader adds its entry): both graders' names and versions, the agreement, the
 confusion of outcomes, pass@1 under each, and every disagreement with the problem, the
-gold, the completion's tail, and both verdicts and extractions. `evalkit report` shows
-it. No evaluation tool has this audit; it is how a user finds a grader's blind spot on
+gold, the completion's tail, and both verdicts and extractions. A sample either grader
+could not decide (`timeout` or `error`) is counted in neither the agreement nor the
+disagreements: its rows are listed apart (`undecided`), so "incorrect against a timeout" is
+never an agreement. `evalkit report` shows it. No evaluation tool has this audit; it is how a user finds a grader's blind spot on
 their own model's outputs.
 """
 
@@ -87,20 +89,37 @@ def _read_compare(path: Path) -> dict:
         return {}
 
 
+UNDECIDED = ("timeout", "error")  # a grader that ran out of time or failed said nothing about the sample
+
+
+def agrees(a: str, b: str) -> bool | None:
+    """Whether two graders' outcomes agree on correctness; None when either could not decide."""
+    if a in UNDECIDED or b in UNDECIDED:
+        return None
+    return (a == "correct") == (b == "correct")
+
+
 def _entry(records: list[dict], others: dict, by_id: dict, evalkit_grader: str, other_label: str) -> dict:
-    """Agreement, confusion, pass@1 under each grader, and the disagreement rows."""
+    """Agreement over the samples both graders decided, confusion, pass@1 under each grader,
+    the disagreement rows and the undecided ones."""
     pairs = [(r, others[_key(r)]) for r in records]
     confusion = Counter((r["outcome"], o["outcome"]) for r, o in pairs)
-    disagree = [(r, o) for r, o in pairs if (r["outcome"] == "correct") != (o["outcome"] == "correct")]
+    verdicts = [agrees(r["outcome"], o["outcome"]) for r, o in pairs]
+    disagree = [pair for pair, same in zip(pairs, verdicts, strict=True) if same is False]
+    undecided = [pair for pair, same in zip(pairs, verdicts, strict=True) if same is None]
+    decided = len(pairs) - len(undecided)
     return {
         "evalkit": evalkit_grader,
         "other": other_label,
         "samples": len(pairs),
+        "decided": decided,
+        "undecided": len(undecided),
         "disagree": len(disagree),
-        "agreement": 1 - len(disagree) / len(pairs) if pairs else None,
+        "agreement": 1 - len(disagree) / decided if decided else None,
         "confusion": [{"evalkit": a, "other": b, "count": n} for (a, b), n in sorted(confusion.items())],
         "pass_at_1": {"evalkit": _pass1(pairs, 0), "other": _pass1(pairs, 1)},
         "disagreements": [_row(r, o, by_id[r["problem_id"]]) for r, o in disagree],
+        "undecided_samples": [_row(r, o, by_id[r["problem_id"]]) for r, o in undecided],
     }
 
 

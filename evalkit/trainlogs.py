@@ -41,6 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from evalkit.errors import UsageError
+from evalkit.schema import Float, Int, check, json_lines, read_json
 
 __all__ = ["REPORT_TO", "ScalarLogger", "scalar_logger", "check_report_to", "read_training_log", "read_event_file", "ALIASES",
            "find_training_log"]
@@ -148,14 +149,22 @@ def _is_verl_log(path: Path) -> bool:
     try:
         with open(path, encoding="utf-8") as fh:
             first = json.loads(fh.readline())
-    except (OSError, ValueError, UnicodeDecodeError):
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
         return False
     return isinstance(first, dict) and set(first) == {"step", "data"} and isinstance(first["data"], dict)
 
 
-def read_training_log(path: Path) -> list[dict]:
+# evalkit's names, typed: a value outside its range is a misread log, named, not a point on a curve
+# (NaN is kept: a trainer logs NaN when a step diverged)
+TYPED = {"step": Int(), "reward": Float(finite=False), "entropy": Float(min=0, finite=False),
+         "frac_reward_zero_std": Float(min=0, max=1, finite=False)}
+
+
+def read_training_log(path: Path, salvage: bool = False) -> list[dict]:
     """`{"step", name: value}` records of any log above (a file, or a folder holding one),
-    with evalkit's names added for known aliases; a UsageError when it is none of them."""
+    with evalkit's names added for known aliases; a UsageError when it is none of them, or
+    when a record's step or one of evalkit's names (`TYPED`) is not of its type and range.
+    `salvage`: a TensorBoard file's torn or corrupt records are skipped (`read_event_file`)."""
     path = Path(path)
     if path.is_dir():
         found = find_training_log(path)
@@ -166,12 +175,19 @@ def read_training_log(path: Path) -> list[dict]:
     if not path.is_file():
         raise UsageError(f"{path}: no such training log")
     if path.name.startswith("events.out.tfevents"):
-        records = read_event_file(path)
+        records = [(f"{path}: step {r['step']}", r) for r in read_event_file(path, salvage)]
     elif path.suffix == ".jsonl":
-        records = [_unwrap(r) for r in _jsonl(path)]
+        records = [(f"{path}:{n}", _unwrap(r)) for n, r in json_lines(path, "training log", torn_ok=True)]
     else:
         records = _trainer_state(path)
-    return [_with_aliases(r) for r in records if isinstance(r, dict) and "step" in r]
+    return [_typed(_with_aliases(r), where) for where, r in records if isinstance(r, dict) and "step" in r]
+
+
+def _typed(record: dict, where: str) -> dict:
+    for name, kind in TYPED.items():
+        if name in record:
+            record[name] = check(kind, record[name], f"{where}: field {name!r}")
+    return record
 
 
 def _unwrap(record):
@@ -191,51 +207,101 @@ def _with_aliases(record: dict) -> dict:
     return out
 
 
-def _jsonl(path: Path) -> list:
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    if not text.endswith("\n"):
-        lines = lines[:-1]  # torn by a crash mid-write
-    out = []
-    for number, line in enumerate(lines, 1):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise UsageError(f"{path}:{number}: unreadable training log line ({exc.msg})") from None
-    return out
-
-
 def _trainer_state(path: Path) -> list:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: unreadable ({exc})") from None
+    data = read_json(path, "TRL trainer_state.json")
     if not isinstance(data, dict) or not isinstance(data.get("log_history"), list):
         raise UsageError(f"{path}: expected TRL trainer_state.json with a log_history list, a .jsonl log or an "
                          "events.out.tfevents file")
-    return data["log_history"]
+    return [(f"{path}: log_history[{i}]", r) for i, r in enumerate(data["log_history"])]
 
 
 # ---------------------------------------------------------------- TensorBoard event files
 
+_CRC_TABLE: list[int] = []
 
-def read_event_file(path: Path) -> list[dict]:
-    """One record per step: every scalar summary value of the file's events at that step."""
+
+def _crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as TFRecord frames use it; pure
+    Python, about 10 MB/s."""
+    if not _CRC_TABLE:
+        for i in range(256):
+            c = i
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            _CRC_TABLE.append(c)
+    crc, table = 0xFFFFFFFF, _CRC_TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data: bytes) -> int:
+    """TFRecord's masked CRC (tensorflow `core/lib/hash/crc32c.h` `Mask`; tensorboard
+    `summary/writer/record_writer.py` `masked_crc32c`): rotate right by 15, add 0xa282ead8."""
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _record_at(data: bytes, at: int) -> tuple[bytes | None, str | None]:
+    """(the event bytes of the TFRecord at `at`, None) or (None, why it is not a whole, intact record)."""
+    if at + 12 > len(data):
+        return None, "the file ends inside a record's header (torn)"
+    (length,) = struct.unpack_from("<Q", data, at)
+    if struct.unpack_from("<I", data, at + 8)[0] != masked_crc32c(data[at:at + 8]):
+        return None, "its length field fails its CRC (corrupt)"
+    if at + 12 + length + 4 > len(data):
+        return None, f"its {length} bytes run past the end of the file (torn)"
+    payload = data[at + 12:at + 12 + length]
+    if struct.unpack_from("<I", data, at + 12 + length)[0] != masked_crc32c(payload):
+        return None, "its data fails its CRC (corrupt)"
+    return payload, None
+
+
+def _resync(data: bytes, at: int) -> int:
+    """The next offset after `at` where a whole, intact record starts (len(data) when none)."""
+    for start in range(at + 1, len(data) - 15):
+        if _record_at(data, start)[0] is not None:
+            return start
+    return len(data)
+
+
+def read_event_file(path: Path, salvage: bool = False) -> list[dict]:
+    """One record per step: every scalar summary value of the file's events at that step.
+
+    Each record's two masked CRCs (length and data) are checked. A torn or corrupt record stops
+    the read with one line naming it and the last good step; `salvage` keeps the intact records
+    instead, before and after it (found again by their CRCs), and warns what was skipped."""
+    import warnings
+
     by_step: dict[int, dict] = {}
     data = Path(path).read_bytes()
-    at = 0
-    while at + 12 <= len(data):
-        (length,) = struct.unpack_from("<Q", data, at)
-        end = at + 12 + length + 4
-        if end > len(data):
-            break  # a torn last record
-        step, values = _event(data[at + 12 : at + 12 + length])
+    at, count, last, skipped = 0, 0, None, []
+    while at < len(data):
+        payload, why = _record_at(data, at)
+        if payload is not None:
+            try:
+                step, values = _event(payload)
+            except (UsageError, IndexError, struct.error, UnicodeDecodeError):
+                payload, why = None, "its data is not a readable Event protobuf"
+        if payload is None:
+            if at == 0 and not salvage and count == 0 and why.endswith("(corrupt)"):
+                raise UsageError(f"{path}: not a TensorBoard event file (the first record {why})")
+            after = f"after step {last}" if last is not None else "before any step"
+            if not salvage:
+                raise UsageError(f"{path}: record {count + 1} at byte {at}: {why}; the last good step is "
+                                 f"{last if last is not None else 'none'} ({count} records read); rerun with --salvage "
+                                 "to use the intact records")
+            nxt = _resync(data, at)
+            skipped.append(f"bytes {at}..{nxt} {after}")
+            at = nxt
+            continue
+        count, last = count + 1, step
         if values:
             by_step.setdefault(step, {"step": step}).update(values)
-        at = end
-    if at == 0 and data:
-        raise UsageError(f"{path}: not a TensorBoard event file (no complete record)")
+        at += 12 + len(payload) + 4
+    if skipped:
+        warnings.warn(f"{path}: --salvage: {len(skipped)} unreadable stretches skipped ({'; '.join(skipped[:3])}); "
+                      f"{count} intact records read", stacklevel=2)
     return [by_step[s] for s in sorted(by_step)]
 
 

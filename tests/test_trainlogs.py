@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli import app
+from evalkit.errors import UsageError
 from evalkit.trainlogs import read_event_file, read_training_log
 
 runner = CliRunner()
@@ -100,7 +101,8 @@ def test_verl_file_logger_and_trl_trainer_state(tmp_path):
 
 
 def test_tensor_scalars_and_a_torn_record(tmp_path):
-    """TF2-style tensor summaries (float and double) read as scalars; a torn last record is dropped."""
+    """TF2-style tensor summaries (float and double) read as scalars; a torn last record stops the
+    read naming the last good step, and --salvage (salvage=True) reads the records before it."""
     from tensorboard.compat.proto import event_pb2, summary_pb2, tensor_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
@@ -116,7 +118,10 @@ def test_tensor_scalars_and_a_torn_record(tmp_path):
     assert records == [{"step": 1, "f32": 0.25, "f64": 1 / 3, "simple": -1.0},
                        {"step": 2, "f32": 0.5, "f64": 2 / 3, "simple": -2.0}]
     path.write_bytes(path.read_bytes()[:-7])
-    assert read_event_file(path) == records[:1]
+    with pytest.raises(UsageError, match=r"run past the end of the file \(torn\); the last good step is 1"):
+        read_event_file(path)
+    with pytest.warns(UserWarning, match="1 unreadable stretches skipped"):
+        assert read_event_file(path, salvage=True) == records[:1]
 
 
 def test_a_missing_logger_package_is_one_line(tmp_path, tiny_model):

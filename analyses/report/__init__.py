@@ -133,16 +133,17 @@ def _usable(found: Found) -> bool:
 
 
 def build_report(paths: Sequence[str | Path], out: Path, *, title: str = "evalkit report",
-                 extra: Sequence[Section] = ()) -> ReportResult:
+                 extra: Sequence[Section] = (), salvage: bool = False) -> ReportResult:
     """Discover the inputs, build every section their data allows, write DIR (see document.py).
     No usable input at all is a UsageError saying, for each input, what it lacks. `extra`:
-    sections built elsewhere (build_sections)."""
+    sections built elsewhere (build_sections). `salvage`: TensorBoard logs with torn or corrupt
+    records are read for their intact records (evalkit.trainlogs.read_event_file)."""
     from evalkit.errors import UsageError
     from evalkit.outdir import OutputFolder
 
-    identity = {"inputs": [str(p) for p in paths], "title": title}
+    identity = {"inputs": [str(p) for p in paths], "title": title, **({"salvage": True} if salvage else {})}
     with OutputFolder.claim(Path(out), "report", identity) as folder:  # before any work: locked, never a user's
-        found = discover(paths)
+        found = discover(paths, salvage=salvage)
         if not _usable(found):
             listing = "; ".join(f"{p}: {why}" for p, why in found.problems) or "nothing was given"
             raise UsageError(f"no usable input for a report ({listing}); give passk run folders or the outputs "

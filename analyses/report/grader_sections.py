@@ -24,7 +24,8 @@ def graders_section(outputs: Sequence[Output]) -> Section | None:
     for output in outputs:
         for c in output.data["comparisons"]:
             summary.append({"run": output.label, "evalkit grader": c["evalkit"], "other grader": c["other"],
-                            "samples": c["samples"], "disagree": c["disagree"], "agreement": c["agreement"],
+                            "samples": c["samples"], "disagree": c["disagree"],
+                            "undecided (timeout, error)": c.get("undecided", 0), "agreement": c["agreement"],
                             "pass@1 evalkit": c["pass_at_1"]["evalkit"], "pass@1 other": c["pass_at_1"]["other"]})
             rows = [{"problem": r["problem_id"], "sample": r["sample_index"], "gold": r["gold"],
                      "completion ends": r["completion_tail"][-200:],
@@ -38,6 +39,7 @@ def graders_section(outputs: Sequence[Output]) -> Section | None:
                 blocks.append(Table(f"grader_disagreements_{len(blocks)}", caption, pd.DataFrame(rows)))
     text = ("Each run graded by evalkit's grader and by another (`evalkit regrade RUN --compare GRADER`). A "
             "disagreement is a sample one grader credits and the other does not; reading them is how a grader's "
-            "blind spot on these outputs shows.")
+            "blind spot on these outputs shows. A sample either grader timed out or failed on is undecided: "
+            "agreement is over the samples both decided.")
     return Section("graders", "Grader audit", (text, Table("graders", "Agreement of the graders",
                                                            pd.DataFrame(summary)), *blocks))

@@ -72,6 +72,7 @@ class Found:
     problems: list[tuple[str, str]] = field(default_factory=list)  # (path, why)
     listing: list[dict] = field(default_factory=list)  # one row per input found
     seen: set = field(default_factory=set)
+    salvage: bool = False  # TensorBoard logs: skip torn or corrupt records (evalkit.trainlogs)
 
     def of(self, kind: str) -> list[Output]:
         return self.outputs.get(kind, [])
@@ -178,7 +179,7 @@ def _foreign_log(found: Found, folder: Path) -> bool:
         return False
     found.seen.add((folder.resolve(), "run"))
     try:
-        records = tuple(read_training_log(log))
+        records = tuple(read_training_log(log, found.salvage))
     except (UsageError, OSError, ValueError) as exc:
         found.problems.append((str(log), str(exc)))
         return True
@@ -211,9 +212,9 @@ def _file(found: Found, path: Path) -> None:
         found.problems.append((str(path), str(exc)))
 
 
-def discover(paths: Sequence[str | Path]) -> Found:
+def discover(paths: Sequence[str | Path], salvage: bool = False) -> Found:
     """Everything evalkit wrote under `paths`, plus a problem entry for each bad input."""
-    found = Found()
+    found = Found(salvage=salvage)
     for raw in paths:
         path = Path(raw)
         if not path.exists():

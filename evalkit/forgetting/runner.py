@@ -177,6 +177,7 @@ def _run(opts: ForgettingOptions, folder, progress, log) -> dict:
     loaded = [(name, kind, *_load_items(name, kind, opts)) for name, kind in chosen]  # fail early
     train = _train_task(opts)
     refs = {"base": resolve_model(opts.base), "model": resolve_model(opts.model)}
+    _same_model(refs)
     device = resolve_device(opts.device)
     hashes = {side: weights_hash(ref.path) for side, ref in refs.items()}
     identity = _run_identity(opts, refs, hashes, device, loaded, train)
@@ -190,6 +191,17 @@ def _run(opts: ForgettingOptions, folder, progress, log) -> dict:
         return run.report(skipped, hashes, train, folder)
     finally:
         journal.close()
+
+
+def _same_model(refs: dict) -> None:
+    """BASE and MODEL of one architecture, checked as diff and interpolate check it (a model
+    against its own base, before either is loaded)."""
+    from evalkit.checkpoints import open_checkpoint
+    from evalkit.checkpoints.validate import same_architecture
+
+    if refs["base"].path != refs["model"].path:
+        base = open_checkpoint(refs["base"].path)
+        same_architecture([base, open_checkpoint(refs["model"].path, like=base)], command="forgetting")
 
 
 def _train_task(opts: ForgettingOptions):

@@ -297,6 +297,7 @@ def _records(samples, problems, task, keep: bool, imported: Imported, opts: Impo
 
 
 def _regrade(records, problems, task, opts: ImportOptions, progress):
+    from evalkit.grader_compare import agrees
     from evalkit.grading import Grader
     from evalkit.tasks import grader_version
 
@@ -308,7 +309,9 @@ def _regrade(records, problems, task, opts: ImportOptions, progress):
             for r, g in zip(batch, grades, strict=True):
                 if r["outcome"] is not None:
                     r["source_outcome"] = r["outcome"]
-                    agree[(r["outcome"] == "correct") == (g.outcome == "correct")] += 1
+                    same = agrees(r["outcome"], g.outcome)  # None: either side has no verdict
+                    if same is not None:
+                        agree[same] += 1
                 r.update(extracted=g.extracted, outcome=g.outcome, detail=g.detail)
             if progress:
                 progress(min(start + BATCH, len(records)), len(records))
