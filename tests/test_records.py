@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import evalkit.train  # noqa: F401 (the trainers register the options their records are upgraded with)
 from evalkit.records import SCHEMA_VERSION, upgrade
 from evalkit.sampling import SAMPLER_VERSION
 from evalkit.tasks.mathgrade import VERSION

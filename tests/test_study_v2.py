@@ -13,8 +13,8 @@ STUDIES = Path(__file__).parents[1] / "studies"
 
 
 def test_the_v2_study_plans_every_arm_per_seed_with_its_stopping_rule_and_control():
+    from evalkit.study.seeded import plan_seeded as plan
     from evalkit.study.spec import read_spec, saved_steps
-    from evalkit.study.stages import plan
 
     spec = read_spec(STUDIES / "seed-cpu-v2.toml")
     assert spec.seeds == (0, 1, 2) and spec.validation["rule"] == "best-greedy"
@@ -39,8 +39,8 @@ def test_the_v2_study_plans_every_arm_per_seed_with_its_stopping_rule_and_contro
 
 
 def test_a_seed_changes_only_its_own_stages():
+    from evalkit.study.seeded import plan_seeded as plan
     from evalkit.study.spec import read_spec
-    from evalkit.study.stages import plan
 
     stages = {s.name: s for s in plan(read_spec(STUDIES / "seed-cpu-v2.toml"))}
     a, b = stages["train-es-s0"].identity, stages["train-es-s1"].identity
@@ -50,9 +50,9 @@ def test_a_seed_changes_only_its_own_stages():
 
 
 def test_splits_are_unique_and_never_seen_with_commuted_forms_included(tmp_path):
+    from evalkit.study.seeded import plan_seeded as plan
     from evalkit.study.seeded import question_key
     from evalkit.study.spec import read_spec
-    from evalkit.study.stages import plan
     from evalkit.tasks import load_task
 
     assert question_key("arith", "What is 13 + 14? Answer with just the number.") == question_key(

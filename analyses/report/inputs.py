@@ -79,6 +79,8 @@ class Found:
 
 
 def _read(path: Path) -> dict:
+    import evalkit.train  # noqa: F401 (the trainers' options upgrade their records)
+
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DIRECTION", "ESTIMATOR", "KLSettings", "tokenizer_mismatch", "token_kls", "forward_kl"]
+__all__ = ["DIRECTION", "ESTIMATOR", "KLSettings", "token_kls", "forward_kl"]
 
 DIRECTION = "KL(pi_base || pi_model), forward, nats"
 ESTIMATOR = (
@@ -37,19 +37,6 @@ ESTIMATOR = (
     "generated position (stop token included) under teacher forcing; sequence KL = sum over "
     "positions, averaged over samples then prompts; standard error over prompts"
 )
-
-
-def tokenizer_mismatch(base_tok, model_tok, base_model=None, model_model=None) -> str | None:
-    """Why KL cannot be computed between the two models, or None when it can."""
-    if base_tok.get_vocab() != model_tok.get_vocab():
-        return (f"the tokenizers differ (vocabularies of {len(base_tok)} and {len(model_tok)} tokens); "
-                "KL needs both models on the same tokens, so it is not computed (accuracy still is)")
-    if base_model is not None and model_model is not None:
-        a = base_model.get_output_embeddings().weight.shape[0]
-        b = model_model.get_output_embeddings().weight.shape[0]
-        if a != b:
-            return f"the output layers differ ({a} vs {b} logits); KL is not computed"
-    return None
 
 
 def _window_logits(model, rows, pad_id: int, keep: int):

@@ -460,10 +460,11 @@ def _item_records(name: str, base: list, model: list) -> list[dict]:
 
 def _kl(opts: ForgettingOptions, task, models) -> dict:
     from evalkit.forgetting import kl
+    from evalkit.models import tokenizer_mismatch
 
     (base, base_tok), (model, model_tok) = models["base"], models["model"]
     identity = task.spec.identity()
-    why = kl.tokenizer_mismatch(base_tok, model_tok, base, model)
+    why = tokenizer_mismatch(base_tok, model_tok, base, model)
     if why:
         return {"status": "refused", "reason": why, "direction": kl.DIRECTION, "task": identity}
     problems = task.problems[: opts.kl_prompts]

@@ -6,14 +6,28 @@
 `ray_passk` (and the trainers' evalkit.train.es_ray) need the `ray` extra
 (`pip install 'evalkit[ray]'`), `vllm_backend` the `vllm` extra; both are
 imported only when asked for, and a missing one is a UsageError naming the
-install command. Nothing here imports the trainers (evalkit.train imports this).
+install command. Nothing here imports the trainers (evalkit.train imports this). Which sampler a
+backend draws with (`sampler_version`) is said here, so that the core sampler never imports a backend.
 """
 
 from __future__ import annotations
 
 from evalkit.errors import UsageError
 
-__all__ = ["import_ray", "start_ray", "ray_get"]
+__all__ = ["import_ray", "start_ray", "ray_get", "sampler_version"]
+
+
+def sampler_version(backend: str) -> str:
+    """The sampler a run's samples come from, as run.json records it (`sampler`): evalkit.sampling's
+    SAMPLER_VERSION for the Hugging Face backend (Ray workers included), the vLLM backend's SAMPLER
+    for `--backend vllm`."""
+    if backend == "vllm":
+        from evalkit.scale.vllm_backend import SAMPLER
+
+        return SAMPLER
+    from evalkit.sampling import SAMPLER_VERSION
+
+    return SAMPLER_VERSION
 
 
 def import_ray():

@@ -54,7 +54,7 @@ __all__ = ["import_vllm", "engine_device", "check_engine_device", "engine_memory
            "token_prompts", "parse_completion", "topk_entropy", "VllmChunks", "SAMPLER"]
 
 ENTROPY_KIND = "topk_lower_bound"
-SAMPLER = "vllm-1"  # run.json's `sampler` for this backend (evalkit.sampling.sampler_version); vLLM's own release is
+SAMPLER = "vllm-1"  # run.json's `sampler` for this backend (evalkit.scale.sampler_version); vLLM's own release is
 # not part of it: its samples differ from the HF backend's in any case (see Limits)
 
 

@@ -31,11 +31,12 @@ STUDY_FILE = "study.json"
 
 def study_plan(spec_path: Path, out: Path) -> tuple:
     """(spec, stages, the state recorded in `out`/study.json) without running anything."""
+    from evalkit.study.seeded import plan_seeded
     from evalkit.study.spec import read_spec
     from evalkit.study.stages import plan
 
     spec = read_spec(spec_path)
-    return spec, plan(spec), _state(out)
+    return spec, plan_seeded(spec) if spec.seeds else plan(spec), _state(out)
 
 
 def run_study(spec_path: Path, out: Path, *, only: str | None = None, until: str | None = None,
@@ -255,6 +256,7 @@ def _state(out: Path) -> dict:
         raise UsageError(f"{path}: unreadable ({exc}); use another --out") from None
     if not isinstance(state, dict) or state.get("kind") != "study":
         raise UsageError(f"{path}: not an evalkit study record; use another --out")
+    import evalkit.train  # noqa: F401 (the trainers' options upgrade their stages' records)
     from evalkit.records import upgrade
 
     return upgrade(state)  # a study of an older evalkit: its stages as this one records them

@@ -54,11 +54,7 @@ def identity_hash(identity: dict) -> str:
 
 
 def plan(spec: StudySpec) -> list[Stage]:
-    """Every stage of the study, in the order they run (a study with `seeds`: evalkit.study.seeded)."""
-    if spec.seeds:
-        from evalkit.study.seeded import plan_seeded
-
-        return plan_seeded(spec)
+    """Every stage of a study without `seeds`, in the order they run (with: evalkit.study.seeded)."""
     stages = [_heldout(spec)]
     stages += [_train(spec, name) for name in spec.methods]
     models = ["base", *spec.methods]

@@ -6,13 +6,16 @@
 
 `evalkit.train.es` (Evolution Strategies, Qiu et al. 2025), `evalkit.train.grpo`
 (GRPO as in TRL, with DAPO and Dr. GRPO options), `evalkit.train.common`
-(checkpoints, metrics log, resume). Heavy libraries are imported inside functions.
+(checkpoints, metrics log, resume). Heavy libraries are imported inside functions. Importing
+this package registers every trainer's options with evalkit.records (which upgrades their records).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+
+from evalkit.train import distill, es, grpo  # noqa: F401 (each registers its options in evalkit.records.TRAINERS)
 
 __all__ = ["run_es", "run_grpo", "run_es_grpo"]
 
@@ -24,16 +27,12 @@ def run_es(es_opts, out: Path, *, progress=None) -> dict:
         from evalkit.train.es_ray import run_es_ray
 
         return run_es_ray(es_opts, out, progress=progress)
-    from evalkit.train.es import run_es as run_es_here
-
-    return run_es_here(es_opts, out, progress=progress)
+    return es.run_es(es_opts, out, progress=progress)
 
 
 def run_grpo(grpo_opts, out: Path, *, progress=None) -> dict:
     """GRPO (one process; its backend, hf or vllm, is in the options)."""
-    from evalkit.train.grpo import run_grpo as run_grpo_here
-
-    return run_grpo_here(grpo_opts, out, progress=progress)
+    return grpo.run_grpo(grpo_opts, out, progress=progress)
 
 
 def run_es_grpo(es_opts, grpo_opts, out: Path, *, progress_for=None) -> dict:

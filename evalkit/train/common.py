@@ -248,7 +248,7 @@ def open_run(out: Path, kind: str, opts, task):
 
     from evalkit.models import identity, resolve_model
     from evalkit.rundir import RunDir
-    from evalkit.sampling import sampler_version
+    from evalkit.scale import sampler_version
     from evalkit.tasks import grader_version
 
     ref = resolve_model(opts.model)

@@ -29,6 +29,7 @@ from typing import ClassVar
 
 from evalkit.errors import UsageError
 from evalkit.options import MIN_TEMPERATURE, option
+from evalkit.records import TRAINERS
 from evalkit.train.common import TrainOptions
 
 __all__ = ["DistillOptions", "run_distill", "select_tokens", "distill_loss", "SELECT"]
@@ -68,6 +69,9 @@ class DistillOptions(TrainOptions):
             raise UsageError(f"--teacher {self.teacher}: {why}; distillation needs one tokenization")
 
 
+TRAINERS["train-distill"] = DistillOptions  # its records are upgraded with it (evalkit.records)
+
+
 def run_distill(opts: DistillOptions, out: Path, *, progress: Callable | None = None) -> dict:
     """Run (or resume) distillation into `out`; returns the summary written to summary.json."""
     from evalkit.train.common import gradient_run
@@ -79,8 +83,7 @@ def run_distill(opts: DistillOptions, out: Path, *, progress: Callable | None = 
 
 
 def _distill_steps(model, tokenizer, stop, at, opts: DistillOptions, cleanup):
-    from evalkit.forgetting.kl import tokenizer_mismatch
-    from evalkit.models import load_model, resolve_model
+    from evalkit.models import load_model, resolve_model, tokenizer_mismatch
     from evalkit.train.common import Policy
 
     teacher, teacher_tok = load_model(resolve_model(opts.teacher), dtype=opts.dtype, device=at.device)

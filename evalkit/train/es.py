@@ -47,6 +47,7 @@ from typing import ClassVar
 
 from evalkit.errors import UsageError
 from evalkit.options import option
+from evalkit.records import TRAINERS
 from evalkit.rundir import discarded_if_unused
 from evalkit.train.common import TrainOptions
 
@@ -90,6 +91,9 @@ class ESOptions(TrainOptions):  # backend vllm: members scored by a colocated vL
 
     def completions_per_unit(self) -> int:
         return self.population * self.prompts_per_iteration
+
+
+TRAINERS["train-es"] = ESOptions  # its records are upgraded with it (evalkit.records)
 
 
 def tensor_seed(member_seed: int, index: int, noise: str) -> int:

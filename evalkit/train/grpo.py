@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from evalkit.options import MIN_TEMPERATURE, option
+from evalkit.records import TRAINERS
 from evalkit.train.common import Policy, TrainOptions
 from evalkit.train.guidance import Rollout
 
@@ -103,6 +104,9 @@ class GRPOOptions(TrainOptions):  # backend vllm: groups sampled by a colocated 
         if self.guided_rollouts and self.guide_tokens >= self.max_new_tokens:
             raise OptionError("guide_tokens", self.guide_tokens, f"must be below max_new_tokens {self.max_new_tokens} "
                               "(the guide's prefix is part of the rollout)")
+
+
+TRAINERS["train-grpo"] = GRPOOptions  # its records are upgraded with it (evalkit.records)
 
 
 # ---------------------------------------------------------------- the loss
