@@ -90,11 +90,15 @@ class Either(Type):
         self.expected = " or ".join(t.expected for t in types)
 
     def __call__(self, value):
+        deepest = None
         for t in self.types:
             try:
                 return t(value)
-            except Mismatch:
-                continue
+            except Mismatch as exc:
+                if exc.path and (deepest is None or len(exc.path) > len(deepest.path)):
+                    deepest = exc
+        if deepest is not None:  # one alternative fitted the value's kind and failed inside: say where
+            raise deepest
         raise Mismatch(self.expected, value)
 
 
@@ -127,9 +131,12 @@ class Str(Type):
 
 
 def _range(lo, hi) -> str:
+    def show(x):
+        return str(x) if isinstance(x, int) else f"{x:g}"
+
     if lo is not None and hi is not None:
-        return f" in [{lo:g}, {hi:g}]"
-    return f" >= {lo:g}" if lo is not None else f" <= {hi:g}" if hi is not None else ""
+        return f" in [{show(lo)}, {show(hi)}]"
+    return f" >= {show(lo)}" if lo is not None else f" <= {show(hi)}" if hi is not None else ""
 
 
 class Int(Type):
@@ -239,15 +246,20 @@ class ListOf(Type):
         return out
 
 
+ADJECTIVES = ("non-empty", "finite", "valid", "positive")
+
+
 def _plural(expected: str) -> str:
-    """'a string' -> 'strings', 'an integer >= 0' -> 'integers >= 0' (for 'a list of ...')."""
+    """'a string' -> 'strings', 'a finite number >= 0' -> 'finite numbers >= 0' (for 'a list of ...')."""
     words = expected.split(" ")
-    if words[0] in ("a", "an") and len(words) > 1:
-        head = words[1] + ("es" if words[1].endswith("x") else "s")
-        if words[1] == "non-empty" and len(words) > 2:
-            return " ".join([words[1], words[2] + "s", *words[3:]])
-        return " ".join([head, *words[2:]])
-    return expected
+    if words[0] not in ("a", "an"):
+        return expected
+    words = words[1:]
+    noun = next((i for i, w in enumerate(words) if w not in ADJECTIVES), None)
+    if noun is None:
+        return expected
+    words[noun] += "es" if words[noun].endswith(("x", "s")) else "s"
+    return " ".join(words)
 
 
 class MapOf(Type):
