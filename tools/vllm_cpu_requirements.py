@@ -27,8 +27,9 @@ def main() -> None:
         req = Requirement(line)
         if req.marker is not None and not req.marker.evaluate({"extra": ""}):
             continue
-        if req.name.lower() not in LEFT_OUT:
-            print(req.name)
+        if req.name.lower() not in LEFT_OUT:  # extras kept (fastapi[standard] brings uvloop...), marker dropped
+            extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+            print(f"{req.name}{extras}{req.specifier}")
 
 
 if __name__ == "__main__":
