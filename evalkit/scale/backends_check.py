@@ -66,7 +66,7 @@ class BackendsCheckOptions(TaskOptions, ModelOptions):
         from evalkit.passk import PasskOptions
 
         own = {f.name: getattr(self, f.name) for f in fields(self)}
-        return PasskOptions(**own, backend=backend, logprobs=TOP, **changes).validate()
+        return PasskOptions(**{**own, "backend": backend, "logprobs": TOP, **changes}).validate()
 
 
 def run_backends_check(opts: BackendsCheckOptions, out: Path, *, progress: Callable | None = None,
