@@ -110,7 +110,7 @@ CASES = [
     (["import", "opencompass", "{oc_no_prediction}", *OUT], "no field 'prediction'"),
     (["import", "opencompass", "{oc_list}", *OUT], "expected a JSON object"),
     (["import", "evalscope", "{es_no_score}", *OUT], "no field 'sample_score'"),
-    (["import", "vllm", "{vllm_no_ids}", *OUT], "no field 'token_ids'"),
+    (["import", "vllm", "{vllm_no_ids}", *OUT], "no field 'outputs[0].token_ids'"),
     (["import", "jsonl", "{no_completion}", *OUT], "no field 'completion'"),
     (["import", "jsonl", "{notjson}", *OUT], ":2: not valid JSON"),
     (["import", "jsonl", "{nogold}", *OUT], "has no gold answer in the file; give --task"),

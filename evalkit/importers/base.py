@@ -10,7 +10,6 @@ that does not match its format is a UsageError naming the first missing field.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,7 +120,7 @@ def one_file(path: Path, pattern: str, fmt: str) -> Path:
         return path
     if not path.is_dir():
         raise UsageError(f"{path}: no such file or folder")
-    found = sorted(path.glob(pattern))
+    found = sorted(p for p in path.glob(pattern) if p.is_file())  # a folder named like the file is not it
     if len(found) != 1:
         names = ", ".join(p.name for p in found[:4]) or "none"
         raise UsageError(f"{path}: expected one {pattern} file of {fmt}, found {len(found)} ({names}); give the file")
@@ -135,7 +134,7 @@ def step_file(folder: Path, prefix: str, suffix: str, step: int | None, fmt: str
     steps = {}
     for path in folder.glob(f"{prefix}*{suffix}"):
         number = path.name[len(prefix):len(path.name) - len(suffix)]
-        if number.isdigit():
+        if number.isdigit() and path.is_file():
             steps[int(number)] = path
     if not steps:
         raise UsageError(f"{folder}: no {prefix}<step>{suffix} of {fmt} in the folder")
@@ -148,18 +147,11 @@ def step_file(folder: Path, prefix: str, suffix: str, step: int | None, fmt: str
 
 
 def read_json_lines(path: Path, fmt: str) -> list[tuple[int, Any]]:
-    """(line number, value) of every non-blank line; a line that is not JSON is named."""
-    out = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if line.strip():
-                    try:
-                        out.append((number, json.loads(line)))
-                    except json.JSONDecodeError as exc:
-                        raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg}); not a {fmt} file?") from None
-    except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    """(line number, value) of every non-blank line; a line that is not JSON, not UTF-8 or nested
+    too deeply is named (evalkit.schema.json_lines)."""
+    from evalkit.schema import json_lines
+
+    out = json_lines(path, fmt)
     if not out:
         raise UsageError(f"{path}: empty; no {fmt} records")
     return out

@@ -16,6 +16,9 @@ Writer: huggingface/lighteval `src/lighteval/logging/evaluation_tracker.py` (`sa
   `gold_index`, `metrics`, `specifics`; no document id (the row is the problem).
 `metric(s)` holds one value per document (pass@k:k=1&n=8, ...); only with one completion per
 document is it that completion's grade (the first metric).
+Each row is checked against `DOC`/`RESPONSE` (or `OLD_ROW`) before it is used: `text` and
+`predictions` lists of strings (a string is refused, never one completion per character),
+`gold_index` a non-negative integer (or a list of them) inside `choices`, token ids non-negative.
 """
 
 from __future__ import annotations
@@ -23,11 +26,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.importers.base import Imported, ImportOptions, need, one_file, read_parquet
+from evalkit.importers.base import Imported, ImportOptions, one_file, read_parquet
+from evalkit.importers.fields import COMPLETIONS, GOLD, INDEX, KEY, SCORE, TOKEN_IDS
+from evalkit.schema import Json, ListOf, MapOf, Obj, Opt, Str, check
 
 __all__ = ["read"]
 
 FMT = "lighteval details"
+# src/lighteval/tasks/requests.py `Doc` and src/lighteval/models/model_output.py `ModelResponse`, as
+# `asdict` writes them (fields read here; the others kept as they are)
+DOC = Obj({"query": Str(), "choices": ListOf(Json()), "gold_index": INDEX | ListOf(INDEX)},
+          optional={"id": Opt(KEY), "original_query": Opt(Str()), "task_name": Opt(Str())})
+RESPONSE = Obj({"text": COMPLETIONS}, optional={"output_tokens": Opt(ListOf(Opt(TOKEN_IDS)))})
+METRIC = Opt(MapOf(SCORE | Json()))
+OLD_ROW = Obj({"predictions": COMPLETIONS, "metrics": METRIC},
+              optional={"example": Opt(Str()), "full_prompt": Opt(Str()), "gold": Opt(GOLD),
+                        "cont_tokens": Opt(ListOf(Opt(TOKEN_IDS)))})
 
 
 def _plain(value):
@@ -52,7 +66,7 @@ def read(path: Path, opts: ImportOptions) -> Imported:
     problems, samples, metric_names = {}, [], set()
     for row_number, row in enumerate(frame.to_dict("records"), start=1):
         where = f"{path}: row {row_number}"
-        key, info, texts, tokens, metric = _old_row(row, row_number) if old else _row(row, where, row_number)
+        key, info, texts, tokens, metric = _old_row(row, where, row_number) if old else _row(row, where, row_number)
         if key in problems:
             raise UsageError(f"{where}: doc id {key!r} twice")
         problems[key] = info
@@ -80,23 +94,24 @@ def read(path: Path, opts: ImportOptions) -> Imported:
 
 
 def _row(row: dict, where: str, number: int):
-    doc, response = _plain(row["doc"]), _plain(row["model_response"])
-    query, choices, gold_index = (need(doc, k, f"{where} doc", FMT) for k in ("query", "choices", "gold_index"))
-    texts = need(response, "text", f"{where} model_response", FMT)
+    doc = check(DOC, _plain(row["doc"]), f"{where}: doc", FMT)
+    response = check(RESPONSE, _plain(row["model_response"]), f"{where}: model_response", FMT)
+    metric = check(METRIC, _plain(row["metric"]), f"{where}: metric", FMT) or {}
     key = str(doc.get("id") or number - 1)
-    first = gold_index[0] if isinstance(gold_index, list) else gold_index
-    gold = choices[first] if isinstance(choices, list) and isinstance(first, int) and first < len(choices) else None
-    metric = _plain(row["metric"]) if isinstance(row["metric"], dict) else {}
-    return key, {"question": doc.get("original_query") or query, "gold": gold}, texts, \
+    indices = doc["gold_index"] if isinstance(doc["gold_index"], list) else [doc["gold_index"]]
+    if any(i >= len(doc["choices"]) for i in indices):
+        raise UsageError(f"{where}: doc: field 'gold_index': expected an index into the {len(doc['choices'])} choices, "
+                         f"found {doc['gold_index']}")
+    gold = doc["choices"][indices[0]] if indices else None
+    return key, {"question": doc.get("original_query") or doc["query"], "gold": gold}, response["text"], \
         response.get("output_tokens") or [], metric
 
 
-def _old_row(row: dict, number: int):
-    texts = [t for t in _plain(row["predictions"]) or [] if isinstance(t, str)]
-    golds = _plain(row.get("gold")) or []
-    tokens = _plain(row.get("cont_tokens")) or []
+def _old_row(row: dict, where: str, number: int):
+    row = check(OLD_ROW, {k: _plain(v) for k, v in row.items()}, where, FMT)
+    texts, golds = row["predictions"], row.get("gold") or []
+    tokens = row.get("cont_tokens") or []
     tokens = tokens if len(tokens) == len(texts) and all(isinstance(t, list) for t in tokens) else []
-    metric = _plain(row["metrics"]) if isinstance(row["metrics"], dict) else {}
-    gold = golds[0] if isinstance(golds, list) and golds else None
+    gold = golds[0] if isinstance(golds, list) and golds else golds if not isinstance(golds, list) else None
     return str(number - 1), {"question": row.get("example") or row.get("full_prompt"), "gold": gold}, texts, \
-        tokens, metric
+        tokens, row["metrics"] or {}

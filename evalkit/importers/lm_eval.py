@@ -25,19 +25,39 @@ value is the completion itself), and lm-eval's "[invalid]" reads as no answer.
 Completeness: the `results_<date_id>.json` written beside with the same date declares
 `n-samples.<task>.effective`; without it the doc_ids must run 0..N-1. The same results file
 gives the model name and the tool's own score (`<metric>,<filter>`).
+Every line is checked against `LINE` (evalkit.schema) before it is used: `metrics` a list of
+names, `doc_id` a non-negative integer (or a string), `resps` a list of lists; the results
+file's fields against `RESULTS`.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.importers.base import Imported, ImportOptions, need, read_json_lines, reported
+from evalkit.importers.base import Imported, ImportOptions, read_json_lines, reported
+from evalkit.importers.fields import GOLD, KEY, add_problem, bounded_gaps
+from evalkit.schema import (
+    Float,
+    Int,
+    Json,
+    ListOf,
+    MapOf,
+    Obj,
+    Opt,
+    Str,
+    check,
+    load_json,
+    read_json,
+)
 
 __all__ = ["read"]
 
-FIELDS = ("doc_id", "doc", "target", "arguments", "resps", "filtered_resps")  # `filter`, `metrics`: since mid-2024
+# `filter`, `metrics`: since mid-2024
+LINE = Obj({"doc_id": KEY, "doc": Json(), "target": GOLD, "arguments": Json(), "resps": ListOf(ListOf(Json())),
+            "filtered_resps": Json()}, optional={"filter": Str(), "metrics": ListOf(Str())})
+RESULTS = Obj({}, optional={"model_name": Opt(Str()), "results": Opt(MapOf(MapOf(Json()))),
+                            "n-samples": Opt(MapOf(Obj({}, optional={"effective": Int(min=0), "original": Int(min=0)})))})
 FMT = "lm-eval samples"
 QUESTION_KEYS = ("question", "problem", "Question", "Problem", "input")
 
@@ -61,21 +81,16 @@ def _lines(path: Path) -> list[tuple[str, dict]]:
         raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not head.startswith("["):
         return [(f"{path}:{n}", r) for n, r in read_json_lines(path, FMT)]
-    try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path}: not valid JSON ({exc.msg}); not an {FMT} file?") from None
-    if not records:
+    records = read_json(path, FMT)
+    if not isinstance(records, list) or not records:
         raise UsageError(f"{path}: empty; no {FMT} records")
     return [(f"{path}: record {i}", r) for i, r in enumerate(records)]
 
 
 def _read_file(path: Path, opts: ImportOptions) -> Imported:
-    lines = _lines(path)
+    lines = [(where, check(LINE, doc, where, FMT)) for where, doc in _lines(path)]
     filters: list[str] = []
-    for where, doc in lines:
-        for key in FIELDS:
-            need(doc, key, where, FMT)
+    for _where, doc in lines:
         doc.setdefault("filter", "none")  # older files log one filter and no name
         doc.setdefault("metrics", [])
         if doc["filter"] not in filters:
@@ -92,13 +107,13 @@ def _read_file(path: Path, opts: ImportOptions) -> Imported:
         key = str(doc["doc_id"])
         if key in problems:
             raise UsageError(f"{where}: doc_id {key} logged twice for filter {chosen!r}")
-        problems[key] = {"question": _question(doc), "gold": doc["target"]}
+        add_problem(problems, key, {"question": _question(doc), "gold": doc["target"]}, where)
         extracted = _extracted(doc["filtered_resps"], completions, chosen)
         metric = metric or (doc["metrics"][0] if doc["metrics"] else None)
-        score = doc.get(metric) if metric and len(completions) == 1 else None
+        score = _score(doc, metric, where) if metric and len(completions) == 1 else None
         for i, text in enumerate(completions):
             sample = {"problem": key, "completion": text, "index": i, "extracted": extracted[i]}
-            if isinstance(score, int | float):
+            if score is not None:
                 sample["score"] = score
             samples.append(sample)
     graded = bool(samples) and all("score" in s for s in samples)
@@ -116,6 +131,15 @@ def _read_file(path: Path, opts: ImportOptions) -> Imported:
                     metric if graded else None, why, model=(results or {}).get("model_name"), notes=notes,
                     partial=_partial(path, problems, task, chosen, results, results_path),
                     reported=reported(f"{metric},{chosen}", score, results_path) if results_path else None)
+
+
+def _score(doc: dict, metric: str, where: str) -> float | None:
+    """The metric's value logged beside the document: a number (bools and NaN as lm-eval logs
+    them), or None when the line does not hold it as one."""
+    value = doc.get(metric)
+    if value is None or isinstance(value, list | dict | str):
+        return None
+    return check(Float(finite=False), value, f"{where}: field {metric!r}")
 
 
 def _completions(resps, where: str) -> list[str]:
@@ -157,10 +181,10 @@ def _results(path: Path) -> tuple[dict | None, Path | None]:
     if candidate is None or not candidate.is_file():
         return None, None
     try:
-        data = json.loads(candidate.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = load_json(candidate.read_bytes(), candidate)
+    except (OSError, UsageError):  # not JSON: not the results file lm-eval writes, and not used
         return None, None
-    return (data, candidate) if isinstance(data, dict) else (None, None)
+    return (check(RESULTS, data, candidate, "lm-eval results"), candidate) if isinstance(data, dict) else (None, None)
 
 
 def _task_name(path: Path, first: dict, results: dict | None) -> str:
@@ -179,9 +203,9 @@ def _partial(path: Path, problems: dict, task: str, name: str, results: dict | N
             return (f"{path.name}: {len(problems)} documents for filter {name!r}, but {source.name} declares "
                     f"{declared} (n-samples.{task}.effective): a partial file")
         return None
-    ids = sorted(int(k) for k in problems if k.lstrip("-").isdigit())
-    missing = sorted(set(range(ids[-1] + 1)) - set(ids)) if ids else []
+    ids = [int(k) for k in problems if k.isdigit()]
+    missing, first = bounded_gaps(ids)
     if missing:
-        return (f"{path.name}: doc_ids 0..{ids[-1]} lack {len(missing)} (first {missing[0]}) for filter {name!r}: "
+        return (f"{path.name}: doc_ids 0..{max(ids)} lack {missing} (first {first}) for filter {name!r}: "
                 "a partial file")
     return None

@@ -12,7 +12,9 @@ named by it), **extra, "advantage"})` written to `<output_dir>/completions/compl
 prompt. The file holds no gold answers (the dataset's columns are not logged): give `--task`
 (matched by the prompt text), or `--gold-field` when a logged extra column holds them. The kept
 grade is `--correct-field` (a reward column; the only one when there is one): >= 1 is correct,
-NaN (the reward function returned None) is an error.
+NaN (the reward function returned None) is an error. Every row is checked (`ROW`): `prompt` and
+`completion` strings (a missing one is refused, not read as "nan"), `step` a non-negative
+integer, the grade a number; one prompt given two different golds is refused naming both.
 """
 
 from __future__ import annotations
@@ -21,11 +23,14 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 from evalkit.importers.base import Imported, ImportOptions, read_parquet, step_file
+from evalkit.importers.fields import GOLD, INDEX, SCORE, TEXT, add_problem
+from evalkit.schema import Obj, check, plain
 
 __all__ = ["read"]
 
 FMT = "TRL completions"
 FIXED = ("step", "prompt", "completion", "advantage")
+ROW = Obj({"step": INDEX, "prompt": TEXT, "completion": TEXT})
 
 
 def _step_file(path: Path, step: int | None) -> Path:
@@ -47,15 +52,20 @@ def read(path: Path, opts: ImportOptions) -> Imported:
         if name is not None and name not in frame.columns:
             raise UsageError(f"{path}: no column {name!r}; columns are {', '.join(map(str, frame.columns))}")
     problems, samples = {}, []
-    steps = sorted(set(frame["step"].tolist()))
-    for row in frame.to_dict("records"):
-        prompt = str(row["prompt"])
+    schema = Obj({**ROW.fields, **({grade: SCORE} if grade else {}), **({opts.gold_field: GOLD} if opts.gold_field else {})})
+    steps = set()
+    for number, raw in enumerate(frame.to_dict("records"), start=1):
+        where = f"{path}: row {number}"
+        row = check(schema, {k: plain(v) for k, v in raw.items()}, where, FMT)
+        prompt = row["prompt"]
+        steps.add(row["step"])
         gold = row.get(opts.gold_field) if opts.gold_field else None
-        problems.setdefault(prompt, {"question": prompt, "gold": gold})
-        sample = {"problem": prompt, "completion": str(row["completion"])}
+        add_problem(problems, prompt, {"question": prompt, "gold": gold}, where)
+        sample = {"problem": prompt, "completion": row["completion"]}
         if grade is not None:
             sample["score"] = row[grade]
         samples.append(sample)
+    steps = sorted(steps)
     why = (f"{path}: several reward columns ({', '.join(candidates)}); name the one that grades correctness with "
            "--correct-field" if len(candidates) > 1 else f"{path}: no reward column to keep: use --regrade")
     mapping = {"problem": "prompt (a GRPO group)", "completion": "completion", "gold": opts.gold_field or "--task",

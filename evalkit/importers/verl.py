@@ -16,6 +16,9 @@ main_generation: `verl/trainer/main_generation.py` (v0.4.1 to v0.7.0) writes the
 `responses` (a list of n_samples strings per row) with `dataset.to_parquet`; the prompt is the
 dataset's chat list (`prompt`, verl's data format), the gold `reward_model.ground_truth`, the
 id `extra_info.index` (else the row). It has no grades: they are regraded.
+Every dump line is checked against `DUMP_LINE` and every parquet row against `GEN_ROW` before
+use: `output` a string, `responses` a list of strings (a string is refused, never one
+completion per character), `score`/`acc` a number or bool, `step` a non-negative integer.
 """
 
 from __future__ import annotations
@@ -27,15 +30,21 @@ from evalkit.importers.base import (
     Imported,
     ImportOptions,
     last_user_text,
-    need,
     read_json_lines,
     read_parquet,
     step_file,
 )
+from evalkit.importers.fields import COMPLETIONS, GOLD, INDEX, KEY, SCORE, TEXT, add_problem
+from evalkit.schema import Json, ListOf, Obj, Opt, Str, check, plain
 
 __all__ = ["read"]
 
 FMT = "verl dump"
+DUMP_LINE = Obj({"input": TEXT, "output": TEXT, "score": SCORE, "step": INDEX},
+                optional={"gts": GOLD, "acc": SCORE, "pred": Json()})
+GEN_ROW = Obj({"responses": COMPLETIONS}, optional={
+    "prompt": Opt(Str() | ListOf(Json())), "extra_info": Opt(Obj({}, optional={"index": KEY})),
+    "reward_model": Opt(Obj({}, optional={"ground_truth": GOLD}))})
 
 
 def read(path: Path, opts: ImportOptions) -> Imported:
@@ -52,16 +61,17 @@ def _dump(path: Path, opts: ImportOptions) -> Imported:
     problems, samples, steps = {}, [], set()
     lines = read_json_lines(path, FMT)
     has_acc = all(isinstance(r, dict) and "acc" in r for _, r in lines)
-    for number, record in lines:
+    for number, raw in lines:
         where = f"{path}:{number}"
-        prompt, output = need(record, "input", where, FMT), need(record, "output", where, FMT)
-        gold, score = record.get("gts"), need(record, "score", where, FMT)  # gts: since v0.6.0
-        steps.add(need(record, "step", where, FMT))
+        record = check(DUMP_LINE, raw, where, FMT)
+        prompt, output = record["input"], record["output"]
+        gold, score = record.get("gts"), record["score"]  # gts: since v0.6.0
+        steps.add(record["step"])
         info = problems.setdefault(prompt, {"question": prompt, "gold": gold})
         if info["gold"] != gold:
             raise UsageError(f"{where}: the same input has another gts ({str(gold)[:30]!r}, "
                              f"before {str(info['gold'])[:30]!r})")
-        sample = {"problem": prompt, "completion": str(output), "score": record["acc"] if has_acc else score}
+        sample = {"problem": prompt, "completion": output, "score": record["acc"] if has_acc else score}
         if isinstance(record.get("pred"), str):
             sample["extracted"] = record["pred"]
         samples.append(sample)
@@ -75,21 +85,29 @@ def _dump(path: Path, opts: ImportOptions) -> Imported:
                     notes={"step": next(iter(steps))})
 
 
+def _plain(value):
+    """numpy arrays of a parquet row (nested in dicts) as lists; NaN (an absent value) as None."""
+    value = plain(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return None if isinstance(value, float) and value != value else value
+
+
 def _generation(path: Path) -> Imported:
     frame = read_parquet(path, "verl main_generation")
     if "responses" not in frame.columns:
         raise UsageError(f"{path}: no column 'responses'; not a verl main_generation output?")
     problems, samples = {}, []
-    for i, row in enumerate(frame.to_dict("records")):
-        extra = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
-        key = str(extra.get("index", i))
-        reward = row.get("reward_model") if isinstance(row.get("reward_model"), dict) else {}
-        prompt = row.get("prompt")
-        question = last_user_text(prompt.tolist() if hasattr(prompt, "tolist") else prompt)
-        problems[key] = {"question": question, "gold": reward.get("ground_truth")}
-        responses = row["responses"]
-        for j, text in enumerate(responses.tolist() if hasattr(responses, "tolist") else responses):
-            samples.append({"problem": key, "completion": str(text), "index": j})
+    for i, raw in enumerate(frame.to_dict("records")):
+        where = f"{path}: row {i + 1}"
+        row = check(GEN_ROW, {k: _plain(v) for k, v in raw.items()}, where, "verl main_generation output")
+        key = str((row.get("extra_info") or {}).get("index", i))
+        gold = (row.get("reward_model") or {}).get("ground_truth")
+        add_problem(problems, key, {"question": last_user_text(row.get("prompt")), "gold": gold}, where)
+        for j, text in enumerate(row["responses"]):
+            samples.append({"problem": key, "completion": text, "index": j})
     mapping = {"problem": "extra_info.index (else the row)", "question": "the last user turn of prompt",
                "gold": "reward_model.ground_truth", "completion": "responses[j]", "grade": None}
     return Imported("verl", path.stem, (path,), problems, samples, mapping, None,

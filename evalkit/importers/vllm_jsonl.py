@@ -12,7 +12,9 @@ as `token_ids`); finish_reason `length` stays `length`, anything else (stop, abo
 as `stop`. There are no gold answers and no grades: `--task` (matched by the prompt text) or
 `--gold-field` (a top-level key beside the RequestOutput fields), and they are regraded.
 vLLM's top-k `logprobs` are not an entropy: `evalkit entropy --model M --samples RUN` computes
-it exactly by teacher forcing.
+it exactly by teacher forcing. Every line is checked against `REQUEST` before use: `outputs` a
+list of records, each `text` a string and `token_ids` a list of non-negative integers (null is
+refused); one prompt given two different golds is refused naming both.
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.importers.base import Imported, ImportOptions, need, read_json_lines
+from evalkit.importers.base import Imported, ImportOptions, read_json_lines
+from evalkit.importers.fields import GOLD, INDEX, KEY, TEXT, TOKEN_IDS, add_problem
+from evalkit.schema import ListOf, Obj, Opt, Str, check
 
 __all__ = ["read"]
 
 FMT = "vLLM RequestOutput JSONL"
+OUTPUT = Obj({"text": TEXT, "token_ids": TOKEN_IDS}, optional={"index": INDEX, "finish_reason": Opt(Str())})
+REQUEST = Obj({"request_id": KEY, "prompt": TEXT, "outputs": ListOf(OUTPUT)})
 
 
 def read(path: Path, opts: ImportOptions) -> Imported:
@@ -32,23 +38,19 @@ def read(path: Path, opts: ImportOptions) -> Imported:
         raise UsageError(f"{path}: give the JSONL file of RequestOutput records itself")
     problems, samples = {}, []
     offsets: dict[str, int] = {}
-    for number, record in read_json_lines(path, FMT):
+    schema = Obj({**REQUEST.fields, **({opts.gold_field: GOLD} if opts.gold_field else {})})
+    for number, raw in read_json_lines(path, FMT):
         where = f"{path}:{number}"
-        need(record, "request_id", where, FMT)
-        prompt, outputs = need(record, "prompt", where, FMT), need(record, "outputs", where, FMT)
-        if not isinstance(outputs, list):
-            raise UsageError(f"{where}: field 'outputs' is not a list of CompletionOutput records")
-        gold = need(record, opts.gold_field, where, FMT) if opts.gold_field else None
-        key = str(prompt)
-        problems.setdefault(key, {"question": key, "gold": gold})
+        record = check(schema, raw, where, FMT)
+        gold = record[opts.gold_field] if opts.gold_field else None
+        key = record["prompt"]
+        add_problem(problems, key, {"question": key, "gold": gold}, where)
         base = offsets.get(key, 0)
-        for j, output in enumerate(outputs):
-            text = need(output, "text", f"{where} outputs[{j}]", FMT)
-            ids = need(output, "token_ids", f"{where} outputs[{j}]", FMT)
-            samples.append({"problem": key, "completion": str(text), "index": base + int(output.get("index", j)),
-                            "token_ids": list(ids),
+        for j, output in enumerate(record["outputs"]):
+            samples.append({"problem": key, "completion": output["text"], "index": base + output.get("index", j),
+                            "token_ids": output["token_ids"],
                             "finish_reason": "length" if output.get("finish_reason") == "length" else "stop"})
-        offsets[key] = base + len(outputs)
+        offsets[key] = base + len(record["outputs"])
     mapping = {"problem": "prompt", "completion": "outputs[i].text", "num_tokens": "len(outputs[i].token_ids)",
                "finish_reason": "outputs[i].finish_reason", "gold": opts.gold_field or "--task", "grade": None}
     return Imported("vllm", path.stem, (path,), problems, samples, mapping, None,
