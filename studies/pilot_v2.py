@@ -95,8 +95,8 @@ def row(name: str, config: dict, run, answers: dict, greedy: float) -> dict:
 def unseen_questions(config: dict) -> tuple[int, int]:
     """Unique questions left for the held-out and validation splits after the study's 200
     training prompts, made as the study's `splits` stage makes them (seeds 1 and 2, 400 each)."""
-    from evalkit.study.seeded import _unique, question_key
-    from evalkit.tasks import load_task
+    from evalkit.study.stages import _unique
+    from evalkit.tasks import load_task, question_key
 
     seen = {question_key("arith", p.prompt) for p in load_task("arith", size=200, seed=0, config=config).problems}
     held, _ = _unique(load_task("arith", size=400, seed=1, config=config).problems, seen, "arith", 400)

@@ -185,6 +185,18 @@ def test_budget_sets_the_steps_and_dry_run_writes_nothing(tmp_path):
     assert bad.exit_code == 2 and "--until nope: no such stage" in bad.output
 
 
+def test_a_refused_change_of_the_study_file_writes_nothing(tmp_path):
+    """A stage whose settings changed since it ran is refused before study.json is touched."""
+    out = tmp_path / "study"
+    done = runner.invoke(app, ["study", str(_write(tmp_path, GOOD)), "--out", str(out), "--only", "heldout"])
+    assert done.exit_code == 0, done.output
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    changed = _write(tmp_path, GOOD.replace("limit = 3", "limit = 4"))
+    refused = runner.invoke(app, ["study", str(changed), "--out", str(out), "--only", "heldout"])
+    assert refused.exit_code == 2 and "stage heldout: its settings changed" in refused.output
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_the_seed_methods_share_the_budget_and_get_every_evaluation(tmp_path):
     from evalkit.study.spec import read_spec
     from evalkit.study.stages import plan

@@ -13,8 +13,8 @@ STUDIES = Path(__file__).parents[1] / "studies"
 
 
 def test_the_v2_study_plans_every_arm_per_seed_with_its_stopping_rule_and_control():
-    from evalkit.study.seeded import plan_seeded as plan
     from evalkit.study.spec import read_spec, saved_steps
+    from evalkit.study.stages import plan
 
     spec = read_spec(STUDIES / "seed-cpu-v2.toml")
     assert spec.seeds == (0, 1, 2) and spec.validation["rule"] == "best-greedy"
@@ -39,8 +39,8 @@ def test_the_v2_study_plans_every_arm_per_seed_with_its_stopping_rule_and_contro
 
 
 def test_a_seed_changes_only_its_own_stages():
-    from evalkit.study.seeded import plan_seeded as plan
     from evalkit.study.spec import read_spec
+    from evalkit.study.stages import plan
 
     stages = {s.name: s for s in plan(read_spec(STUDIES / "seed-cpu-v2.toml"))}
     a, b = stages["train-es-s0"].identity, stages["train-es-s1"].identity
@@ -50,10 +50,9 @@ def test_a_seed_changes_only_its_own_stages():
 
 
 def test_splits_are_unique_and_never_seen_with_commuted_forms_included(tmp_path):
-    from evalkit.study.seeded import plan_seeded as plan
-    from evalkit.study.seeded import question_key
     from evalkit.study.spec import read_spec
-    from evalkit.tasks import load_task
+    from evalkit.study.stages import plan
+    from evalkit.tasks import load_task, question_key
 
     assert question_key("arith", "What is 13 + 14? Answer with just the number.") == question_key(
         "arith", "What is 14 + 13? Answer with just the number.")
@@ -70,7 +69,7 @@ def test_splits_are_unique_and_never_seen_with_commuted_forms_included(tmp_path)
 
 
 def test_the_stopping_rule_takes_the_best_and_the_earlier_on_ties():
-    from evalkit.study.seeded import pick
+    from evalkit.study.stages import pick
 
     rows = [{"step": 3, "reward": 0.2}, {"step": 6, "reward": 0.5}, {"step": 9, "reward": 0.5},
             {"step": 12, "reward": 0.1}]
@@ -120,7 +119,7 @@ def test_the_smoke_v2_study_runs_every_stage_on_a_tiny_model(tmp_path, tiny_mode
 def test_the_budget_counts_every_group_dynamic_sampling_drew(tmp_path):
     from types import SimpleNamespace as S
 
-    from evalkit.study.seeded import _budget
+    from evalkit.study.stages import _budget
 
     grpo = S(kind="grpo", opts=S(group_size=4, completions_per_unit=lambda: 8))  # 2 prompts x 4 per step
     (tmp_path / "metrics.jsonl").write_text(

@@ -5,7 +5,7 @@
 
 The study file (evalkit.study.spec) names the base model, the training task and its
 held-out split, the methods with a shared budget, and the evaluations; the plan
-(evalkit.study.stages) turns it into stages, each one library call into its own subfolder.
+(evalkit.study.stages, with or without seeds) turns it into stages, each one library call into its own subfolder.
 `DIR/study.json` records the plan and, per stage, its identity, status (`done`, `running`,
 `failed`, `interrupted`), wall time and output. A stage whose output exists with the same
 identity is skipped; an interrupted one is rerun into the same folder, and the trainers,
@@ -31,12 +31,11 @@ STUDY_FILE = "study.json"
 
 def study_plan(spec_path: Path, out: Path) -> tuple:
     """(spec, stages, the state recorded in `out`/study.json) without running anything."""
-    from evalkit.study.seeded import plan_seeded
     from evalkit.study.spec import read_spec
     from evalkit.study.stages import plan
 
     spec = read_spec(spec_path)
-    return spec, plan_seeded(spec) if spec.seeds else plan(spec), _state(out)
+    return spec, plan(spec), _state(out)
 
 
 def run_study(spec_path: Path, out: Path, *, only: str | None = None, until: str | None = None,
@@ -56,30 +55,38 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None, until: str
 
     out = Path(out)
     _check_folder(out, state)
-    held = FolderLock(out)  # noqa: F841 (one study process per folder, until this returns)
-    state = _record_plan(out, spec, stages, _state(out))
-    makers = {n for s in stages for n in s.weights}
-    _record_sums(out, [s for s in stages if s.name in makers], state)
-    for stage in _through(stages, until):
-        if only is not None and stage.name != only:
-            continue
+    with FolderLock(out):  # one study process per folder
+        state = _state(out)
+        todo = [s for s in _through(stages, until) if only is None or s.name == only]
+        _refuse(out, todo, stages, state)  # before anything is written: a refused study leaves study.json as it was
+        state = _record_plan(out, spec, stages, state)
+        makers = {n for s in stages for n in s.weights}
+        _record_sums(out, [s for s in stages if s.name in makers], state)
+        for stage in todo:
+            if stage_status(out, stage, state) == "done":
+                if on_stage:
+                    on_stage(stage.name, "done")
+                continue
+            _remake_weights(out, stage, stages, state, on_stage)
+            _run_stage(out, stage, state, on_stage)
+            if stage.name in makers:
+                _record_sums(out, [stage], state)
+    return state
+
+
+def _refuse(out: Path, todo: list, stages: list, state: dict) -> None:
+    """A UsageError for the first stage to run whose settings changed since it ran (its folder holds
+    other results), or whose inputs are not done (--only)."""
+    for stage in todo:
         status = stage_status(out, stage, state)
-        if status == "done":
-            if on_stage:
-                on_stage(stage.name, "done")
-            continue
         if status == "changed":
             raise UsageError(f"stage {stage.name}: its settings changed since it ran in {out / stage.out}; "
                              f"use another --out, or remove {out / stage.out} to redo it (and what reads it)")
-        missing = [n for n in stage.needs if stage_status(out, _by_name(stages, n), state) != "done"]
-        if missing:
+        missing = [n for n in stage.needs if n not in {s.name for s in todo}
+                   and stage_status(out, _by_name(stages, n), state) != "done"]
+        if status != "done" and missing:
             raise UsageError(f"stage {stage.name} reads {', '.join(missing)}, not done yet: run the study "
                              "without --only first")
-        _remake_weights(out, stage, stages, state, on_stage)
-        _run_stage(out, stage, state, on_stage)
-        if stage.name in makers:
-            _record_sums(out, [stage], state)
-    return state
 
 
 def _through(stages, until: str | None):

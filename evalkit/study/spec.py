@@ -19,7 +19,7 @@ The file is TOML (read with the standard library's `tomllib`):
 
 A study you can cite (studies/seed-cpu-v2.toml) adds:
 
-    seeds = [0, 1, 2]           every method trained once per seed (evalkit.study.seeded plans it)
+    seeds = [0, 1, 2]           every method trained once per seed (evalkit.study.stages plans it)
     [validation]                the stopping rule's split and rule (evalkit.study.options.ValidationOptions)
     [evaluations.curves]        passk options at every saved checkpoint (pass@1, pass@k, entropy over training)
     [evaluations.passk-nucleus] a second passk setting at the picked checkpoints (e.g. T = 0.6, top-p 0.95)
@@ -130,7 +130,7 @@ class StudySpec:
     methods: dict  # name -> tuple of Trainer (one; es-grpo: ES then GRPO)
     evaluations: dict  # name -> options dict, defaults filled in
     report_title: str
-    seeds: tuple = ()  # training seeds (a seeded study: evalkit.study.seeded); () = one run at `seed`
+    seeds: tuple = ()  # training seeds (a seeded study); () = one run at `seed`
     validation: dict | None = None  # ValidationOptions' values with the split's task (seeded studies)
 
 

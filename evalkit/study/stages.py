@@ -1,24 +1,43 @@
-"""The stages of a study, each one call of an existing library function into its own subfolder.
+"""The plan of a study: its stages, each one call of an existing library function into its own
+subfolder, built by one builder per kind of stage keyed by (method, seed or None).
 
     stages = plan(spec)    # in order; each names the stages it needs and what determines its output
 
+A study without `seeds` (studies/seed-cpu.toml) trains each method once:
+
     data/heldout.jsonl      the held-out split (eval generator minus questions seen in training)
-    train/<method>/         evalkit.train.run_es / run_grpo / run_es_grpo, evalkit.train.distill.run_distill
-                            (grpo-guided, grpo-hinted: run_grpo with their options)
+    train/<method>/         the method's trainer (`RUNNERS`; es-grpo: evalkit.train.run_es_grpo)
     passk/<base|method>/    evalkit.passk.run_passk on the held-out split
     entropy/ length/ groups/   analyses' reports over the passk runs (groups: with GRPO's log)
     diff/<method>/          evalkit.diff against the base, in the training dtype; diff/es-vs-grpo/
     forgetting/<method>/    evalkit.forgetting.runner.run_forgetting with --train-task KL
     interpolate/es-grpo/    evalkit.interpolate.run_interpolate from ES's final checkpoint to GRPO's
-    findings/               analyses.study_findings: one row per claim (verdicts read es, grpo, es-grpo;
-                            other methods' figures are listed)
-    report/                 analyses.report.build_report over everything
+    findings/, report/      analyses.study_findings (one row per claim), analyses.report
 
-Every method gets the train, passk, diff and forgetting stages and is in entropy, length and
-the report; groups reads GRPO's log and diff-es-vs-grpo compares es and grpo only.
+A study with `seeds = [...]` (studies/seed-cpu-v2.toml) trains every method once per seed, with
+checkpoints along training and a stopping rule on a validation split:
 
-A stage's identity holds its options and the identities of the stages it reads, so an edited
-study file changes exactly the stages it touches (and those after them).
+    data/                          heldout.jsonl, validation.jsonl, splits.json: the training generator
+                                   with three seeds; held-out and validation questions unique, never in
+                                   training (the task's own question key: arith's `a + b` and `b + a`
+                                   are one question), and validation never held out
+    train/<m>/seed-<s>/            the trainer, a checkpoint every save_every updates
+    validation/<m>/seed-<s>/       greedy passk on the validation split at each candidate checkpoint
+                                   (the arm's last trainer's); the rule picks one (study.json result)
+    validation/base/               the base's greedy validation reward, for reference
+    curves/<base|m/seed-<s>>/      [evaluations.curves] passk on the held-out split at every saved
+                                   checkpoint (pass@1, pass@k and entropy over training)
+    passk/, passk-nucleus/         [evaluations.passk] / [evaluations.passk-nucleus] at the picked checkpoints
+    diff/, forgetting/, interpolate/es-grpo/   as above, per seed, at the picked checkpoints
+    sparsity/seed-<s>/             evalkit.study.sparsity: ES and GRPO at matched update norm, scale free
+    train-bf16/<es|grpo>/, sparsity/bf16/   a short bf16-trained run per arm, diffed in bf16 bits
+    findings/, report/             analyses.study_findings (seeded), analyses.report
+
+The GRPO control (GRPO at ES-then-GRPO's GRPO step count) is the GRPO arm's checkpoint at that
+step, evaluated in curves/ (spec.py checks that GRPO saves there). Stage names carry the seed
+(`train-es-s0`). A stage's identity holds its options and the identities of the stages it reads,
+so an edited study file changes exactly the stages it touches (and those after them); a seeded
+study's stages also name the sampler, so a study resumed by another sampler redoes what it draws.
 """
 
 from __future__ import annotations
@@ -30,9 +49,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from evalkit.options import plain
-from evalkit.study.spec import StudySpec
+from evalkit.study.spec import StudySpec, saved_steps
 
-__all__ = ["Stage", "plan", "identity_hash"]
+__all__ = ["Stage", "plan", "identity_hash", "pick", "arm_checkpoints"]
 
 
 @dataclass(frozen=True)
@@ -54,32 +73,76 @@ def identity_hash(identity: dict) -> str:
 
 
 def plan(spec: StudySpec) -> list[Stage]:
-    """Every stage of a study without `seeds`, in the order they run (with: evalkit.study.seeded)."""
-    stages = [_heldout(spec)]
-    stages += [_train(spec, name) for name in spec.methods]
-    models = ["base", *spec.methods]
-    stages += [_passk(spec, m) for m in models]
-    passk = tuple(f"passk-{m}" for m in models)
-    evaluations = spec.evaluations
-    if "entropy" in evaluations:
-        stages.append(_report_stage("entropy", passk, evaluations["entropy"], _entropy(evaluations["entropy"])))
-    if "length" in evaluations:
-        stages.append(_report_stage("length", passk, evaluations["length"], _length(evaluations["length"])))
-    if "groups" in evaluations:
+    """Every stage of the study, in the order they run."""
+    stages = _seeded(spec) if spec.seeds else _one_run(spec)
+    ev = spec.evaluations
+    passk = tuple(s.name for s in stages if s.name.startswith("passk-") and not s.name.startswith("passk-nucleus"))
+    for name, make in (("entropy", _entropy), ("length", _length)):
+        if name in ev:
+            stages.append(_report_stage(name, passk, ev[name], make(ev[name])))
+    if "groups" in ev and not spec.seeds:
         needs = ("passk-base", *(("train-grpo",) if "grpo" in spec.methods else ()))
-        stages.append(_report_stage("groups", needs, evaluations["groups"], _groups(spec)))
-    if "diff" in evaluations:
-        stages += [_diff(spec, [m]) for m in spec.methods]
-        if {"es", "grpo"} <= set(spec.methods):
-            stages.append(_diff(spec, ["es", "grpo"]))
-    if "forgetting" in evaluations:
-        stages += [_forgetting(spec, m) for m in spec.methods]
-    if "interpolate" in evaluations and {"es", "grpo"} <= set(spec.methods):
-        stages.append(_interpolate(spec))
-    stages.append(_report_stage("findings", tuple(s.name for s in stages), {"claims": "docs/references.md"},
-                                _findings(spec)))
+        stages.append(_report_stage("groups", needs, ev["groups"], _groups(spec)))
+    if not spec.seeds:
+        stages += _one_run_comparisons(spec)
+    claims = {"claims": "docs/study.md", "seeded": True} if spec.seeds else {"claims": "docs/references.md"}
+    stages.append(_report_stage("findings", tuple(s.name for s in stages), claims, _findings(spec)))
     stages.append(_report(spec, tuple(s.name for s in stages)))
+    if spec.seeds:  # a study resumed by another sampler redoes what it draws, rather than mixing two samplers' runs
+        from evalkit.sampling import SAMPLER_VERSION
+
+        stages = [replace(s, identity={**s.identity, "sampler": SAMPLER_VERSION}) for s in stages]
     return _with_inputs(stages)
+
+
+def _one_run(spec: StudySpec) -> list[Stage]:
+    """The held-out split, each method trained once, and passk on the base and every method."""
+    stages = [_heldout(spec)] + [_train(spec, m, None) for m in spec.methods]
+    return stages + [_passk(spec, "passk", m, None) for m in ["base", *spec.methods]]
+
+
+def _one_run_comparisons(spec: StudySpec) -> list[Stage]:
+    """diff, forgetting and interpolate of a study without seeds (after the sample reports)."""
+    ev, stages = spec.evaluations, []
+    if "diff" in ev:
+        stages += [_diff(spec, [m], None) for m in spec.methods]
+        if {"es", "grpo"} <= set(spec.methods):
+            stages.append(_diff(spec, ["es", "grpo"], None))
+    if "forgetting" in ev:
+        stages += [_forgetting(spec, m, None) for m in spec.methods]
+    if "interpolate" in ev and {"es", "grpo"} <= set(spec.methods):
+        stages.append(_interpolate(spec, None))
+    return stages
+
+
+def _seeded(spec: StudySpec) -> list[Stage]:
+    """The splits, the base's evaluations, then per seed every arm: trained, validated, evaluated.
+    ES's and GRPO's arms come first and the stages reading both arms' checkpoints right after
+    GRPO's validation: a study resumed on a clone without weights (evalkit.study.weights) then
+    trains again as few arms as the stages left to run load."""
+    ev = spec.evaluations
+    evaluations = [k for k in ("passk-nucleus", "curves") if k in ev]
+    stages = [_splits(spec), _passk(spec, "passk", "base", None)]
+    stages += [_passk(spec, k, "base", None) if k != "curves" else _curves(spec, "base", None) for k in evaluations]
+    stages.append(_validate(spec, "base", None))
+    pair = {"es", "grpo"} <= set(spec.methods)
+    order = [m for m in spec.methods if m in ("es", "grpo")] + [m for m in spec.methods if m not in ("es", "grpo")]
+    for seed in spec.seeds:
+        for m in order:
+            stages += [_train(spec, m, seed), _validate(spec, m, seed)]
+            if pair and m == order[1]:
+                stages += [make(spec, seed) for key, make in (("sparsity", _sparsity), ("interpolate", _interpolate))
+                           if key in ev]
+            stages.append(_passk(spec, "passk", m, seed))
+            stages += [_passk(spec, k, m, seed) if k != "curves" else _curves(spec, m, seed) for k in evaluations]
+            if "diff" in ev:
+                stages.append(_diff(spec, [m], seed))
+            if "forgetting" in ev:
+                stages.append(_forgetting(spec, m, seed))
+    if "sparsity" in ev and pair and ev["sparsity"]["bf16_completions"]:
+        stages += [_train_bf16(spec, m) for m in ("es", "grpo")]
+        stages.append(_sparsity_bf16(spec))
+    return stages
 
 
 def _with_inputs(stages: list[Stage]) -> list[Stage]:
@@ -92,16 +155,75 @@ def _with_inputs(stages: list[Stage]) -> list[Stage]:
     return out
 
 
+# ---------------------------------------------------------------- names, folders and paths
+
+
 def _rel(path, root: Path) -> str:
     return str(Path(path).resolve().relative_to(root.resolve()))
 
 
-# ---------------------------------------------------------------- data and training
+def _root(folder: Path, out: str) -> Path:
+    """The study folder of a stage's folder (`out` below it)."""
+    return folder.parents[len(Path(out).parts) - 1]
+
+
+def _tag(model: str, seed: int | None) -> str:
+    return model if seed is None else f"{model}-s{seed}"
+
+
+def _folder(kind: str, model: str, seed: int | None) -> str:
+    return f"{kind}/{model}" if seed is None else f"{kind}/{model}/seed-{seed}"
+
+
+def _trained(model: str, seed: int | None) -> tuple[str, ...]:
+    """The training stage whose checkpoints a stage of this model loads (none for the base)."""
+    return () if model == "base" else (f"train-{_tag(model, seed)}",)
+
+
+def _source(spec: StudySpec, model: str, seed: int | None) -> tuple[str, ...]:
+    """The stage that names the model's checkpoint: its training, or (seeded) its validation's pick."""
+    if model == "base":
+        return ()
+    return (f"validate-{_tag(model, seed)}",) if spec.seeds else _trained(model, seed)
+
+
+def _data(spec: StudySpec) -> str:
+    return "splits" if spec.seeds else "heldout"
+
+
+def _heldout_file(spec: StudySpec, results: dict, root: Path) -> str:
+    result = results[_data(spec)]
+    return str(root / (result["heldout_file"] if spec.seeds else result["file"]))
+
+
+def _checkpoint(spec: StudySpec, model: str, seed: int | None, results: dict, root: Path) -> str:
+    """The base model, a method's final checkpoint, or (seeded) the checkpoint its validation picked."""
+    if model == "base":
+        return spec.base_model
+    if spec.seeds:
+        return str(root / results[f"validate-{_tag(model, seed)}"]["picked"]["checkpoint"])
+    return str(root / results[f"train-{model}"]["checkpoint"])
+
+
+def _seed_key(spec: StudySpec, seed: int | None) -> dict:
+    """A seeded study's stage identities name their seed (None for the base's)."""
+    return {"seed": seed} if spec.seeds else {}
+
+
+# ---------------------------------------------------------------- data
+
+
+def _write_problems(path: Path, problems) -> None:
+    from evalkit.jsonio import write_atomic
+
+    write_atomic(path, lambda fh: fh.writelines(
+        json.dumps({"id": p.id, "question": p.prompt, "answer": p.answer}) + "\n" for p in problems))
 
 
 def _heldout(spec: StudySpec) -> Stage:
+    """The one-run plan's held-out split: the eval generator minus prompts seen in training (the
+    exact prompt text, as its committed studies were split)."""
     def run(folder: Path, _) -> dict:
-        from evalkit.jsonio import write_atomic
         from evalkit.tasks import load_task
 
         def load(task):
@@ -109,42 +231,105 @@ def _heldout(spec: StudySpec) -> Stage:
 
         seen = {p.prompt for p in load(spec.train_task)}
         kept = [p for p in load(spec.eval_task) if p.prompt not in seen]
-        chosen = kept[: spec.eval_task["limit"]]
         folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(folder / "heldout.jsonl", lambda fh: fh.writelines(
-            json.dumps({"id": p.id, "question": p.prompt, "answer": p.answer}) + "\n" for p in chosen))
-        return {"file": "data/heldout.jsonl", "problems": len(chosen),
+        _write_problems(folder / "heldout.jsonl", kept[: spec.eval_task["limit"]])
+        return {"file": "data/heldout.jsonl", "problems": len(kept[: spec.eval_task["limit"]]),
                 "dropped_seen_in_training": len(load(spec.eval_task)) - len(kept)}
 
     return Stage("heldout", "data", (), {"train": spec.train_task, "eval": spec.eval_task}, 0, run)
 
 
-def _train(spec: StudySpec, method: str) -> Stage:
+def _splits(spec: StudySpec) -> Stage:
+    """A seeded study's held-out and validation splits: unique questions by the task's question key."""
+    def run(folder: Path, _) -> dict:
+        from evalkit.errors import UsageError
+        from evalkit.jsonio import write_json_atomic
+        from evalkit.tasks import load_task, question_key
+
+        def load(task, seed, size):
+            return load_task(task["name"], size=size, seed=seed, config=task["config"]).problems
+
+        name, val = spec.train_task["name"], spec.validation
+        seen = {question_key(name, p.prompt) for p in load(spec.train_task, spec.train_task["seed"],
+                                                             spec.train_task["size"])}
+        held, held_drops = _unique(load(spec.eval_task, spec.eval_task["seed"], spec.eval_task["size"]), seen, name,
+                                   spec.eval_task["limit"])
+        valid, valid_drops = _unique(load(spec.train_task, val["seed"], val["size"]),
+                                     seen | {question_key(name, p.prompt) for p in held}, name, val["limit"])
+        folder.mkdir(parents=True, exist_ok=True)
+        for file, chosen in (("heldout.jsonl", held), ("validation.jsonl", valid)):
+            _write_problems(folder / file, chosen)
+        record = {"question_key": "arith: the sorted operands (a + b and b + a are one question); else the text",
+                  "heldout": {"problems": len(held), **held_drops},
+                  "validation": {"problems": len(valid), **valid_drops}}
+        write_json_atomic(folder / "splits.json", record)
+        short = [k for k, want in (("heldout", spec.eval_task["limit"]), ("validation", val["limit"]))
+                 if record[k]["problems"] < want]
+        if short:
+            raise UsageError(f"{short[0]}: only {record[short[0]]['problems']} unique unseen questions; raise its "
+                             "size (more problems generated) or lower its limit")
+        return {"heldout_file": "data/heldout.jsonl", "validation_file": "data/validation.jsonl", **record}
+
+    identity = {"train": spec.train_task, "eval": spec.eval_task, "validation": spec.validation,
+                "dedupe": "question_key-v1"}
+    return Stage("splits", "data", (), identity, 0, run)
+
+
+def _unique(problems, taken: set, task: str, limit: int) -> tuple[list, dict]:
+    """The first `limit` problems whose question is neither in `taken` nor a repeat."""
+    from evalkit.tasks import question_key
+
+    kept, keys, seen_in, repeats = [], set(), 0, 0
+    for p in problems:
+        key = question_key(task, p.prompt)
+        if key in taken:
+            seen_in += 1
+        elif key in keys:
+            repeats += 1
+        elif len(kept) < limit:
+            kept.append(p)
+            keys.add(key)
+    return kept, {"dropped_seen": seen_in, "dropped_repeats": repeats, "generated": len(problems)}
+
+
+# ---------------------------------------------------------------- training and the stopping rule
+
+
+def _trainers(spec: StudySpec, method: str, seed: int | None) -> tuple:
     trainers = spec.methods[method]
-    spent = spec.budget["spent"][method]
-    tokens = spent if spec.budget["unit"] == "tokens" else sum(t.completions * t.opts.max_new_tokens for t in trainers)
+    return trainers if seed is None else tuple(replace(t, opts=replace(t.opts, seed=seed)) for t in trainers)
+
+
+def _train(spec: StudySpec, method: str, seed: int | None) -> Stage:
+    trainers = _trainers(spec, method, seed)
+    out = _folder("train", method, seed)
 
     def run(folder: Path, _) -> dict:
-        from evalkit.console import train_progress
-        from evalkit.train import run_es, run_es_grpo, run_grpo
-        from evalkit.train.distill import run_distill
+        import time
 
+        from evalkit.console import train_progress
+        from evalkit.train import RUNNERS, run_es_grpo
+
+        started, label, root = time.monotonic(), method + ("" if seed is None else f" s{seed}"), _root(folder, out)
         if method == "es-grpo":
-            with train_progress("es-grpo: es") as a, train_progress("es-grpo: grpo") as b:
+            with train_progress(f"{label}: es") as a, train_progress(f"{label}: grpo") as b:
                 bars = {"es": a, "grpo": b}
                 summary = run_es_grpo(trainers[0].opts, trainers[1].opts, folder, progress_for=bars.get)
         else:
-            runner = {"es": run_es, "grpo": run_grpo, "distill": run_distill}[trainers[0].kind]
-            with train_progress(method) as progress:
-                summary = runner(trainers[0].opts, folder, progress=progress)
-        result = {"checkpoint": _rel(summary["final_checkpoint"], folder.parent.parent),
-                  "complete": summary["complete"]}
+            with train_progress(label) as progress:
+                summary = RUNNERS[trainers[0].kind](trainers[0].opts, folder, progress=progress)
+        result = {"checkpoint": _rel(summary["final_checkpoint"], root), "complete": summary["complete"]}
+        if seed is not None:
+            result |= {"checkpoints": arm_checkpoints(folder, trainers, root),
+                       "seconds_this_run": time.monotonic() - started, "budget": _budget(folder, trainers)}
         if getattr(trainers[0].opts, "hint", None):
             result["hint_completions"] = _hint_completions(folder, trainers[0].opts)
         return result
 
-    identity = {"method": method, "trainers": [plain(asdict(t.opts)) for t in trainers], "budget": spent}
-    return Stage(f"train-{method}", f"train/{method}", (), identity, tokens, run)
+    identity = {"method": method, **({"seed": seed} if seed is not None else {}),
+                "trainers": [plain(asdict(t.opts)) for t in trainers], "budget": spec.budget["spent"][method]}
+    return Stage(f"train-{_tag(method, seed)}", out, (), identity, sum(t.opts.cost()["tokens"] for t in trainers),
+                 run)
 
 
 def _hint_completions(folder: Path, opts) -> int:
@@ -156,34 +341,161 @@ def _hint_completions(folder: Path, opts) -> int:
     return opts.group_size * sum(round(x.get("frac_hinted", 0.0) * x.get("groups_sampled", 0)) for x in lines)
 
 
-def _checkpoint(spec: StudySpec, model: str, results: dict, root: Path) -> str:
-    return spec.base_model if model == "base" else str(root / results[f"train-{model}"]["checkpoint"])
+def arm_checkpoints(folder: Path, trainers, root: Path) -> list[dict]:
+    """Every saved checkpoint of an arm, in training order: trainer (es / grpo), its step, the
+    completions the arm had spent by then, and the folder (relative to the study)."""
+    out, spent = [], 0
+    for i, t in enumerate(trainers):
+        sub = folder / t.kind if len(trainers) > 1 else folder
+        per = t.opts.completions_per_unit()
+        for step in saved_steps(t.opts):
+            path = sub / f"step-{step:06d}"
+            out.append({"trainer": t.kind, "stage": i, "step": step, "completions": spent + step * per,
+                        "checkpoint": _rel(path, root), "last_trainer": i == len(trainers) - 1})
+        spent += t.opts.count * per
+    return out
+
+
+def _budget(folder: Path, trainers) -> dict:
+    """What the arm spent, measured from its logs: completions and generated tokens
+    (metrics.jsonl `completions/mean_length` x the completions of the update: GRPO's
+    `groups_sampled` x `group_size`, every sampling round of dynamic sampling included, else the
+    trainer's completions per update)."""
+    completions = tokens = 0
+    for t in trainers:
+        sub = folder / t.kind if len(trainers) > 1 else folder
+        per = t.opts.completions_per_unit()
+        for line in (sub / "metrics.jsonl").read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                drawn = per
+                if "groups_sampled" in record and t.kind == "grpo":
+                    drawn = int(record["groups_sampled"]) * t.opts.group_size
+                completions += drawn
+                tokens += drawn * float(record.get("completions/mean_length") or 0.0)
+    return {"completions": completions, "tokens": round(tokens)}
+
+
+def _validate(spec: StudySpec, model: str, seed: int | None) -> Stage:
+    """Greedy passk on the validation split at each candidate checkpoint; the rule picks one."""
+    v = spec.validation
+    out = _folder("validation", model, seed)
+
+    def run(folder: Path, results: dict) -> dict:
+        from evalkit.options import PasskOptions
+        from evalkit.passk import run_passk
+
+        root = _root(folder, out)
+        task = str(root / results["splits"]["validation_file"])
+        if model == "base":
+            candidates = [{"step": 0, "checkpoint": spec.base_model, "completions": 0}]
+        else:
+            candidates = [c for c in results[f"train-{_tag(model, seed)}"]["checkpoints"] if c["last_trainer"]]
+        rows = []
+        for c in candidates:
+            path = c["checkpoint"] if model == "base" else str(root / c["checkpoint"])
+            opts = PasskOptions(model=path, task=task, n=1, ks=(1,), temperature=0.0, max_new_tokens=v["max_new_tokens"],
+                                batch_size=v["batch_size"], limit=None, dtype=spec.dtype, device=spec.device)
+            sub = folder / (f"step-{c['step']:06d}" if model != "base" else "")
+            summary = run_passk(opts, sub)
+            reward = summary["outcomes"].get("correct", 0) / summary["samples"]
+            rows.append({**c, "reward": reward, "run": _rel(sub, root)})
+        return {"rule": v["rule"], "candidates": rows, "picked": pick(rows, v["rule"])}
+
+    identity = {"validation": v, "model": model, "seed": seed, "dtype": spec.dtype}
+    return Stage(f"validate-{_tag(model, seed)}", out, ("splits", *_trained(model, seed)), identity,
+                 v["limit"] * v["max_new_tokens"], run, weights=_trained(model, seed))
+
+
+def pick(rows: list[dict], rule: str) -> dict:
+    """best-greedy: the highest greedy validation reward, ties to the earlier checkpoint;
+    final: the last one."""
+    if rule == "final":
+        return rows[-1]
+    best = max(r["reward"] for r in rows)
+    return next(r for r in rows if r["reward"] == best)
+
+
+def _bf16_trainer(spec: StudySpec, method: str):
+    """The arm's trainer in bf16, the first seed, bf16_completions' worth of updates, one checkpoint."""
+    t = spec.methods[method][0]
+    count = max(1, round(spec.evaluations["sparsity"]["bf16_completions"] / t.opts.completions_per_unit()))
+    return replace(t.opts, dtype="bfloat16", seed=spec.seeds[0], save_every=count, **{t.opts.units: count})
+
+
+def _train_bf16(spec: StudySpec, method: str) -> Stage:
+    opts = _bf16_trainer(spec, method)
+
+    def run(folder: Path, _) -> dict:
+        from evalkit.train import RUNNERS
+
+        summary = RUNNERS[method](opts, folder)
+        return {"checkpoint": _rel(summary["final_checkpoint"], folder.parents[1]), "complete": summary["complete"],
+                "completions": opts.cost()["completions"]}
+
+    return Stage(f"train-bf16-{method}", f"train-bf16/{method}", (), {"method": method, "trainer": plain(asdict(opts))},
+                 opts.cost()["tokens"], run)
 
 
 # ---------------------------------------------------------------- evaluations
 
 
-def _passk(spec: StudySpec, model: str) -> Stage:
-    o = spec.evaluations["passk"]
-    needs = ("heldout",) if model == "base" else ("heldout", f"train-{model}")
+def _passk_opts(spec: StudySpec, o: dict, model: str, task: str):
+    from evalkit.options import PasskOptions
+
+    return PasskOptions(model=model, task=task, n=o["n"], ks=tuple(o["k"]), temperature=o["temperature"],
+                        top_p=o["top_p"], max_new_tokens=o["max_new_tokens"], batch_size=o["batch_size"],
+                        seed=o["seed"], limit=None, dtype=spec.dtype, device=spec.device)
+
+
+def _passk(spec: StudySpec, kind: str, model: str, seed: int | None) -> Stage:
+    """[evaluations.<kind>] (passk, passk-nucleus) on the held-out split."""
+    o = spec.evaluations[kind]
+    out = _folder(kind, model, seed)
 
     def run(folder: Path, results: dict) -> dict:
         from evalkit.console import passk_progress
-        from evalkit.options import PasskOptions
         from evalkit.passk import run_passk
 
-        root = folder.parent.parent
-        opts = PasskOptions(model=_checkpoint(spec, model, results, root), task=str(root / results["heldout"]["file"]),
-                            n=o["n"], ks=tuple(o["k"]), temperature=o["temperature"], top_p=o["top_p"],
-                            max_new_tokens=o["max_new_tokens"], batch_size=o["batch_size"], seed=o["seed"],
-                            limit=None, dtype=spec.dtype, device=spec.device)
-        with passk_progress(f"passk {model}") as progress:
+        root = _root(folder, out)
+        opts = _passk_opts(spec, o, _checkpoint(spec, model, seed, results, root), _heldout_file(spec, results, root))
+        with passk_progress(f"{kind} {_tag(model, seed)}") as progress:
             summary = run_passk(opts, folder, progress=progress)
         return {"run": _rel(folder, root), "complete": summary["complete"]}
 
     tokens = spec.eval_task["limit"] * o["n"] * o["max_new_tokens"]
-    return Stage(f"passk-{model}", f"passk/{model}", needs, {"model": model, "passk": o, "dtype": spec.dtype},
-                 tokens, run, weights=needs[1:])
+    identity = {"model": model, **_seed_key(spec, seed), kind: o, "dtype": spec.dtype}
+    return Stage(f"{kind}-{_tag(model, seed)}", out, (_data(spec), *_source(spec, model, seed)), identity, tokens,
+                 run, weights=_trained(model, seed))
+
+
+def _curves(spec: StudySpec, model: str, seed: int | None) -> Stage:
+    """[evaluations.curves] at every saved checkpoint (the base: one point, step 0)."""
+    o = spec.evaluations["curves"]
+    out = "curves/base" if model == "base" else _folder("curves", model, seed)
+
+    def run(folder: Path, results: dict) -> dict:
+        from evalkit.console import passk_progress
+        from evalkit.passk import run_passk
+
+        root = _root(folder, out)
+        task = _heldout_file(spec, results, root)
+        points = ([{"trainer": "base", "step": 0, "completions": 0, "checkpoint": spec.base_model}]
+                  if model == "base" else results[f"train-{_tag(model, seed)}"]["checkpoints"])
+        rows = []
+        for p in points:
+            path = p["checkpoint"] if model == "base" else str(root / p["checkpoint"])
+            sub = folder if model == "base" else folder / f"{p['trainer']}-step-{p['step']:06d}"
+            with passk_progress(f"curves {_tag(model, seed)} {p['trainer']} {p['step']}") as progress:
+                run_passk(_passk_opts(spec, o, path, task), sub, progress=progress)
+            rows.append({**p, "run": _rel(sub, root)})
+        return {"points": rows}
+
+    n_points = 1 if model == "base" else sum(len(saved_steps(t.opts)) for t in spec.methods[model])
+    tokens = n_points * spec.eval_task["limit"] * o["n"] * o["max_new_tokens"]
+    return Stage(f"curves-{_tag(model, seed)}", out, ("splits", *_trained(model, seed)),
+                 {"curves": o, "model": model, "seed": seed, "dtype": spec.dtype}, tokens, run,
+                 weights=_trained(model, seed))
 
 
 def _report_stage(name: str, needs: tuple, options: dict, run) -> Stage:
@@ -217,7 +529,7 @@ def _length(options: dict):
     def run(folder: Path, results: dict) -> dict:
         from analyses.sample_stats import length_report, write_report
 
-        base, *others = _runs(folder.parent, results)
+        base, *others = _runs(folder.parent, results)  # passk-base is the first stage read
         write_report(length_report(others, base=base, quantiles=options["quantiles"]), folder)
         return {"file": f"{folder.name}/length.json"}
 
@@ -241,16 +553,18 @@ def _groups(spec: StudySpec):
     return run
 
 
-def _diff(spec: StudySpec, models: list[str]) -> Stage:
+def _diff(spec: StudySpec, models: list[str], seed: int | None) -> Stage:
+    """evalkit.diff of the base against each of `models` (one; es-vs-grpo: two), in the training dtype."""
     o = spec.evaluations["diff"]
-    label = "-vs-".join(models)
+    label = "-vs-".join(models) if seed is None else _tag(models[0], seed)
+    out = f"diff/{label}" if seed is None else _folder("diff", models[0], seed)
 
     def run(folder: Path, results: dict) -> dict:
         from evalkit.console import bytes_progress
         from evalkit.diff import DiffOptions, diff_checkpoints, write_outputs
 
-        root = folder.parent.parent
-        paths = [spec.base_model, *(_checkpoint(spec, m, results, root) for m in models)]
+        root = _root(folder, out)
+        paths = [spec.base_model, *(_checkpoint(spec, m, seed, results, root) for m in models)]
         as_dtype = None if spec.dtype == "float32" else spec.dtype  # compare in the training dtype
         with bytes_progress(f"diff {label}") as progress:
             result = diff_checkpoints(paths, DiffOptions(atol=o["atol"], threads=o["threads"], as_dtype=as_dtype),
@@ -258,63 +572,110 @@ def _diff(spec: StudySpec, models: list[str]) -> Stage:
         write_outputs(result, folder)
         return {"file": _rel(folder / "diff.json", root)}
 
-    trains = tuple(f"train-{m}" for m in models)
-    return Stage(f"diff-{label}", f"diff/{label}", trains, {"diff": o, "models": models, "dtype": spec.dtype}, 0, run,
-                 weights=trains)
+    which = {"models": models} if seed is None else {"model": models[0], "seed": seed}
+    trained = tuple(t for m in models for t in _trained(m, seed))
+    needs = tuple(s for m in models for s in _source(spec, m, seed))
+    return Stage(f"diff-{label}", out, needs, {"diff": o, **which, "dtype": spec.dtype}, 0, run, weights=trained)
 
 
-def _forgetting(spec: StudySpec, method: str) -> Stage:
+def _forgetting_options(spec: StudySpec, **given):
+    from evalkit.forgetting.runner import ForgettingOptions
+
     o = spec.evaluations["forgetting"]
+    return ForgettingOptions(**{**o, "mc_files": tuple(tuple(x) for x in o.get("mc_files", ()))}, **given)
+
+
+def _forgetting(spec: StudySpec, model: str, seed: int | None) -> Stage:
+    out = _folder("forgetting", model, seed)
 
     def run(folder: Path, results: dict) -> dict:
         from evalkit.console import counted_progress
-        from evalkit.forgetting.runner import ForgettingOptions, run_forgetting
+        from evalkit.forgetting.runner import run_forgetting
 
-        root = folder.parent.parent
-        opts = ForgettingOptions(base=spec.base_model, model=_checkpoint(spec, method, results, root),
-                                 train_task=spec.train_task["name"], dtype=spec.dtype, device=spec.device, **o)
+        root = _root(folder, out)
+        opts = _forgetting_options(spec, base=spec.base_model, model=_checkpoint(spec, model, seed, results, root),
+                                   train_task=spec.train_task["name"], dtype=spec.dtype, device=spec.device)
         with counted_progress() as progress:
             report = run_forgetting(opts, folder, progress=progress)
         return {"file": _rel(folder / "forgetting.json", root), "verdict": report["verdict"]}
 
-    from evalkit.forgetting.runner import ForgettingOptions
+    which = {"method": model} if seed is None else {"model": model, "seed": seed}
+    return Stage(f"forgetting-{_tag(model, seed)}", out, _source(spec, model, seed),
+                 {"forgetting": spec.evaluations["forgetting"], **which, "dtype": spec.dtype},
+                 _forgetting_options(spec).cost()["tokens"], run, weights=_trained(model, seed))
 
-    tokens = ForgettingOptions(**o).cost()["tokens"]
-    return Stage(f"forgetting-{method}", f"forgetting/{method}", (f"train-{method}",),
-                 {"forgetting": o, "method": method, "dtype": spec.dtype}, tokens, run, weights=(f"train-{method}",))
 
-
-def _interpolate(spec: StudySpec) -> Stage:
-    """ES's final checkpoint (t = 0) to GRPO's (t = 1) on the held-out split."""
+def _interpolate(spec: StudySpec, seed: int | None) -> Stage:
+    """ES's checkpoint (t = 0) to GRPO's (t = 1) on the held-out split: the final ones, or (seeded)
+    the picked ones of one seed."""
     o = spec.evaluations["interpolate"]
+    out = _folder("interpolate", "es-grpo", seed)
 
     def run(folder: Path, results: dict) -> dict:
         from evalkit.interpolate import InterpolateOptions, run_interpolate
 
-        root = folder.parent.parent
-        opts = InterpolateOptions(model=_checkpoint(spec, "es", results, root),
-                                  other=_checkpoint(spec, "grpo", results, root),
-                                  task=str(root / results["heldout"]["file"]), dtype=spec.dtype, device=spec.device,
+        root = _root(folder, out)
+        opts = InterpolateOptions(model=_checkpoint(spec, "es", seed, results, root),
+                                  other=_checkpoint(spec, "grpo", seed, results, root),
+                                  task=_heldout_file(spec, results, root), dtype=spec.dtype, device=spec.device,
                                   points=o["points"], n=o["n"], ks=tuple(o["k"]), temperature=o["temperature"],
                                   max_new_tokens=o["max_new_tokens"], batch_size=o["batch_size"], limit=o["limit"],
                                   seed=o["seed"])
-        summary = run_interpolate(opts, folder)
-        barrier = summary["barrier"]
+        barrier = run_interpolate(opts, folder)["barrier"]
         return {"file": _rel(folder / "interpolate.json", root),
                 "loss_barrier": (barrier.get("loss") or {}).get("height"),
                 "error_barrier": (barrier.get("error") or {}).get("height")}
 
     limit = min(o["limit"] or spec.eval_task["limit"], spec.eval_task["limit"])
     tokens = o["points"] * limit * o["n"] * o["max_new_tokens"]
-    return Stage("interpolate-es-grpo", "interpolate/es-grpo", ("heldout", "train-es", "train-grpo"),
-                 {"interpolate": o, "dtype": spec.dtype}, tokens, run, weights=("train-es", "train-grpo"))
+    needs = (_data(spec), *_source(spec, "es", seed), *_source(spec, "grpo", seed))
+    return Stage(f"interpolate-es-grpo{'' if seed is None else f'-s{seed}'}", out, needs,
+                 {"interpolate": o, **({} if seed is None else {"seed": seed}), "dtype": spec.dtype}, tokens, run,
+                 weights=(*_trained("es", seed), *_trained("grpo", seed)))
+
+
+def _sparsity(spec: StudySpec, seed: int) -> Stage:
+    o = spec.evaluations["sparsity"]
+
+    def run(folder: Path, results: dict) -> dict:
+        from evalkit.study.sparsity import matched_sparsity
+
+        root = folder.parents[1]
+        arms = {m: results[f"train-{m}-s{seed}"]["checkpoints"] for m in ("es", "grpo")}
+        report = matched_sparsity(spec.base_model, {m: [{**c, "path": str(root / c["checkpoint"])} for c in cs]
+                                                    for m, cs in arms.items()}, o, folder)
+        return {"file": _rel(folder / "sparsity.json", root), "matched": report["matched"]}
+
+    trains = (f"train-es-s{seed}", f"train-grpo-s{seed}")
+    return Stage(f"sparsity-s{seed}", f"sparsity/seed-{seed}", trains, {"sparsity": o, "seed": seed}, 0, run,
+                 weights=trains)
+
+
+def _sparsity_bf16(spec: StudySpec) -> Stage:
+    def run(folder: Path, results: dict) -> dict:
+        from evalkit.diff import DiffOptions, diff_checkpoints, write_outputs
+
+        root, out = folder.parents[1], {}
+        for m in ("es", "grpo"):
+            result = diff_checkpoints([spec.base_model, str(root / results[f"train-bf16-{m}"]["checkpoint"])],
+                                      DiffOptions(as_dtype="bfloat16"))
+            write_outputs(result, folder / m)
+            overall = result.summary["updates"]["other"]["overall"]
+            out[m] = {"file": _rel(folder / m / "diff.json", root), "changed_frac_bits": overall["changed_frac_bits"]}
+        return out
+
+    trains = ("train-bf16-es", "train-bf16-grpo")
+    return Stage("sparsity-bf16", "sparsity/bf16", trains, {"as_dtype": "bfloat16"}, 0, run, weights=trains)
 
 
 def _findings(spec: StudySpec):
     def run(folder: Path, results: dict) -> dict:
-        from analyses.study_findings import write_findings
+        from analyses.study_findings import write_findings, write_seeded_findings
 
-        write_findings(folder.parent, list(spec.methods), folder)
+        if spec.seeds:
+            write_seeded_findings(folder.parent, folder)
+        else:
+            write_findings(folder.parent, list(spec.methods), folder)
         return {"file": f"{folder.name}/findings.json"}
 
     return run
@@ -324,12 +685,21 @@ def _report(spec: StudySpec, needs: tuple) -> Stage:
     def run(folder: Path, results: dict) -> dict:
         from analyses.report import build_report
 
-        root = folder.parent
-        inputs = [root / "passk" / m for m in ("base", *spec.methods)]
-        inputs += [root / name for name in ("entropy", "length", "groups", "diff", "forgetting", "train", "interpolate")
-                   if (root / name).is_dir()]
-        result = build_report(inputs, folder, title=spec.report_title)
+        root, extra = folder.parent, ()
+        if spec.seeds:
+            from analyses.report.study_sections import study_sections
+
+            inputs = [root / "passk" / "base"] + sorted((root / "passk").glob("*/seed-*"))
+            inputs += [root / name for name in ("entropy", "length") if (root / name).is_dir()]
+            inputs += sorted((root / "interpolate").glob("es-grpo/seed-*"))
+            extra = study_sections(json.loads((root / results["findings"]["file"]).read_text(encoding="utf-8")))
+        else:
+            inputs = [root / "passk" / m for m in ("base", *spec.methods)]
+            inputs += [root / name for name in ("entropy", "length", "groups", "diff", "forgetting", "train",
+                                                "interpolate") if (root / name).is_dir()]
+        result = build_report(inputs, folder, title=spec.report_title, extra=extra)
         return {"file": f"{folder.name}/index.html", "sections": list(result.sections),
                 "unused_inputs": [f"{p}: {why}" for p, why in result.problems]}
 
-    return Stage("report", "report", needs, {"title": spec.report_title}, 0, run)
+    return Stage("report", "report", needs, {"title": spec.report_title, **({"seeded": True} if spec.seeds else {})},
+                 0, run)

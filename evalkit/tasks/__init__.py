@@ -21,7 +21,7 @@ from evalkit.tasks.base import OUTCOMES, Grade, Problem, Task, TaskSpec, answer_
 __all__ = [
     "OUTCOMES", "Problem", "TaskSpec", "Task", "Grade", "TASKS", "load_task", "scorer_for", "task_names",
     "answer_text", "grader_version", "graded_by", "stale_grades", "load_task_identity", "parse_task_config",
-    "reference_completion", "math_profile",
+    "reference_completion", "math_profile", "question_key",
 ]
 
 def _arith(size: int, seed: int, config: dict) -> Task:
@@ -33,6 +33,16 @@ def _arith(size: int, seed: int, config: dict) -> Task:
 # Plain dict of evalkit's own tasks; any reasoning-gym dataset is reachable by
 # its own name too (see task_names()).
 TASKS: dict[str, Callable[[int, int, dict], Task]] = {"arith": _arith}
+
+
+def question_key(task: str, question: str) -> str:
+    """What makes two questions of `task` the same question (a study's splits never share one):
+    the task's own rule where it has one (arith: evalkit.tasks.arith.question_key), else the text."""
+    if task == "arith":
+        from evalkit.tasks import arith
+
+        return arith.question_key(question)
+    return question
 
 
 def task_names() -> list[str]:

@@ -50,10 +50,17 @@ QUESTION = re.compile(r"What is (\d+(?: \+ \d+)*)\? Answer with just the number\
 
 
 def operands(question: str) -> tuple[int, ...] | None:
-    """The numbers an arith question adds, or None when it is not one (`13 + 14` and `14 + 13`
-    ask the same: a study compares questions by their sorted operands)."""
+    """The numbers an arith question adds, or None when it is not one."""
     match = QUESTION.fullmatch(question.strip())
     return tuple(int(x) for x in match.group(1).split(" + ")) if match else None
+
+
+def question_key(question: str) -> str:
+    """What makes two arith questions the same question: the multiset of the numbers it adds
+    (`13 + 14` and `14 + 13` are one, so a study never holds out a commuted training question);
+    a text that is no arith question is its own key."""
+    found = operands(question)
+    return question if found is None else "arith:" + "+".join(map(str, sorted(found)))
 
 
 def _positive_int(config: dict, key: str, default: int) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from evalkit.train import distill, es, grpo  # noqa: F401 (each registers its options in evalkit.records.TRAINERS)
 
-__all__ = ["run_es", "run_grpo", "run_es_grpo"]
+__all__ = ["run_es", "run_grpo", "run_es_grpo", "RUNNERS"]
 
 
 def run_es(es_opts, out: Path, *, progress=None) -> dict:
@@ -33,6 +33,10 @@ def run_es(es_opts, out: Path, *, progress=None) -> dict:
 def run_grpo(grpo_opts, out: Path, *, progress=None) -> dict:
     """GRPO (one process; its backend, hf or vllm, is in the options)."""
     return grpo.run_grpo(grpo_opts, out, progress=progress)
+
+
+# the trainer that runs each options class's kind (ES-then-GRPO is two of them: run_es_grpo)
+RUNNERS = {"es": run_es, "grpo": run_grpo, "distill": distill.run_distill}
 
 
 def run_es_grpo(es_opts, grpo_opts, out: Path, *, progress_for=None) -> dict:
