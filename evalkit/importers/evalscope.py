@@ -24,12 +24,13 @@ Writers (modelscope/evalscope, read at the tags named), one file per subset:
 The report `<work_dir>/reports/<model>/<benchmark>.json` (`evalscope/report/report.py`) names
 the model (`model_name`), the benchmark's subsets with their `num` (completeness), and the
 tool's own score. Kept grade: the main value (`main_score_name`, else the first), >= 1 or true is
-correct.
+correct. Every line is checked against `REVIEW` (1.0 on) or `OLD_REVIEW` (before 1.0), and the
+report against `REPORT`, before use: `index` a non-negative integer, the prediction a string,
+token counts non-negative; one problem with two different targets is refused naming both.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
@@ -39,14 +40,31 @@ from evalkit.importers.base import (
     ImportOptions,
     last_user_text,
     message_text,
-    need,
     read_json_lines,
     reported,
 )
+from evalkit.importers.fields import COUNT, GOLD, INDEX, KEY, SCORE, TEXT, add_problem, bounded_gaps
+from evalkit.schema import Float, Json, ListOf, MapOf, Obj, Opt, Str, check, load_json
 
 __all__ = ["read"]
 
 FMT = "evalscope reviews"
+MESSAGE = Obj({}, optional={"role": Opt(Str()), "content": Opt(Str() | ListOf(Json())), "model": Opt(Str())})
+# evalscope/api/evaluator/cache.py `ReviewResult` with evalscope/api/metric/scorer.py `SampleScore`
+REVIEW = Obj({"index": INDEX, "sample_score": Obj({"score": Obj({}, optional={
+    "value": Opt(MapOf(SCORE | Json())), "prediction": Opt(TEXT), "extracted_prediction": Opt(Str() | Json()),
+    "main_score_name": Opt(Str()), "status": Opt(Str())})}, optional={"sample_id": Opt(KEY), "group_id": Opt(KEY)})},
+    optional={"target": GOLD, "messages": Opt(ListOf(MESSAGE)), "input": Opt(Str() | Json())})
+# v0.17.1 evalscope/evaluator/evaluator.py `_get_review`: the chat completion record plus reviews
+OLD_REVIEW = Obj({"index": INDEX, "choices": ListOf(Obj({"review": Obj({}, optional={
+    "gold": GOLD, "pred": Json(), "result": SCORE})}, optional={
+    "message": Opt(Obj({}, optional={"content": Opt(Str() | ListOf(Json()))})), "finish_reason": Opt(Str())}))},
+    optional={"usage": Opt(Obj({}, optional={"completion_tokens": Opt(COUNT)})), "raw_input": Json(), "model": Opt(Str())})
+SUBSET = Obj({}, optional={"name": Json(), "num": INDEX, "score": Opt(Float(finite=False))})
+# evalscope/report/report.py `Report`: model_name, metrics[{name, score, categories[{subsets[{name, num, score}]}]}]
+REPORT = Obj({}, optional={"model_name": Opt(Str()), "metrics": Opt(ListOf(Obj({}, optional={
+    "name": Opt(Str()), "score": Opt(Float(finite=False)),
+    "categories": Opt(ListOf(Obj({}, optional={"subsets": Opt(ListOf(SUBSET))})))})))})
 QUESTION_KEYS = ("question", "problem", "query", "input", "prompt")
 
 
@@ -75,11 +93,11 @@ def _report_of(folder: Path, stem: str) -> tuple[str, dict, Path] | None:
     for candidate in sorted(reports.glob("*.json"), key=lambda p: -len(p.stem)):
         if stem.startswith(candidate.stem + "_"):
             try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+                data = load_json(candidate.read_bytes(), candidate)
+            except (OSError, UsageError):  # not JSON: not the report evalscope writes
                 continue
             if isinstance(data, dict):
-                return candidate.stem, data, candidate
+                return candidate.stem, check(REPORT, data, candidate, "evalscope report"), candidate
     return None
 
 
@@ -138,19 +156,19 @@ def _reported(report, members, single: bool):
 
 
 def _gaps(path: Path, indices: list) -> str | None:
-    ints = sorted(i for i in indices if isinstance(i, int))
-    missing = sorted(set(range(ints[-1] + 1)) - set(ints)) if ints else []
+    missing, first = bounded_gaps(indices)
     if missing:
-        return f"{path.name}: indices 0..{ints[-1]} lack {len(missing)} (first {missing[0]}): a partial file"
+        return f"{path.name}: indices 0..{max(indices)} lack {missing} (first {first}): a partial file"
     return None
 
 
 def _read_file(path: Path, subset: str | None, problems: dict, samples: list):
     """Append the file's problems and samples; returns (the model named in it, the indices)."""
     model, indices, seen, order = None, [], {}, Counter()
-    for number, record in read_json_lines(path, FMT):
+    for number, raw in read_json_lines(path, FMT):
         where = f"{path}:{number}"
-        index = need(record, "index", where, FMT)
+        record = check(OLD_REVIEW if isinstance(raw, dict) and "choices" in raw else REVIEW, raw, where, FMT)
+        index = record["index"]
         if index in seen:
             raise UsageError(f"{where}: index {index} again (line {seen[index]}); evalscope writes one file per "
                              "subset and numbers each from 0: several subsets joined into one file? import the "
@@ -160,7 +178,7 @@ def _read_file(path: Path, subset: str | None, problems: dict, samples: list):
         rows = _old(record, where) if "choices" in record else _new(record, where)
         for key, info, sample, named in rows:
             key = f"{subset}/{key}" if subset else key
-            problems.setdefault(key, info)
+            add_problem(problems, key, info, where)
             sample["problem"] = key
             if sample.get("index") is None:
                 sample["index"] = order[key]
@@ -174,14 +192,14 @@ def _old(record: dict, where: str):
     """Before 1.0: one line per problem, its choices the samples, each with its review."""
     raw = record.get("raw_input") if isinstance(record.get("raw_input"), dict) else {}
     question = next((raw[k] for k in QUESTION_KEYS if isinstance(raw.get(k), str)), None)
-    choices = need(record, "choices", where, FMT)
+    choices = record["choices"]
     tokens = (record.get("usage") or {}).get("completion_tokens") if len(choices) == 1 else None
     for i, choice in enumerate(choices):
-        review = need(choice, "review", f"{where} choices[{i}]", FMT)
+        review = choice["review"]
         content = (choice.get("message") or {}).get("content")
         info = {"question": question, "gold": review.get("gold")}
         sample = {"completion": message_text(content), "index": i, "score": review.get("result"),
-                  "extracted": review.get("pred"), "finish_reason": "length" if choice.get("finish_reason") == "length"
+                  "extracted": _text(review.get("pred")), "finish_reason": "length" if choice.get("finish_reason") == "length"
                   else "stop"}
         if isinstance(tokens, int):
             sample["num_tokens"] = tokens
@@ -190,8 +208,8 @@ def _old(record: dict, where: str):
 
 def _new(record: dict, where: str):
     """1.0 on: one line per sample; the group is the problem."""
-    sample_score = need(record, "sample_score", where, FMT)
-    score = need(sample_score, "score", f"{where} sample_score", FMT)
+    sample_score = record["sample_score"]
+    score = sample_score["score"]
     messages = record.get("messages") or []
     group = sample_score.get("group_id")
     key = str(group if group is not None else sample_score.get("sample_id", record["index"]))
@@ -205,8 +223,15 @@ def _new(record: dict, where: str):
     named = next((m.get("model") for m in messages if isinstance(m, dict) and m.get("model")), None)
     value = _main_value(score) if str(score.get("status") or "success").lower() in ("success", "scorestatus.success") \
         else None
-    sample = {"completion": str(completion), "score": value, "extracted": score.get("extracted_prediction")}
+    sample = {"completion": completion, "score": value, "extracted": _text(score.get("extracted_prediction"))}
     yield key, {"question": question, "gold": record.get("target")}, sample, named
+
+
+def _text(value) -> str | None:
+    """An extracted answer as text (a number evalscope extracted, as its digits); None otherwise."""
+    if isinstance(value, bool) or value is None:
+        return None
+    return value if isinstance(value, str) else str(value) if isinstance(value, int | float) else None
 
 
 def _markdown_input(text) -> str | None:

@@ -18,6 +18,11 @@ PARTIAL "P" (not correct), NOANSWER "N" (no answer), a number (>= 1 correct) or 
 whose status is not "success", or with fewer samples than `results.completed_samples` or than
 the dataset's samples times the epochs, is partial. The `inspect_ai` package is used where it
 is installed (`read_eval_log`); the files are read directly otherwise, with the same fields.
+The header is checked against `HEADER` and every sample against `SAMPLE` before use (`epoch` a
+positive integer, never NaN; `usage.output_tokens` non-negative; the completion a string); one
+sample id with two different targets is refused naming both. A `.eval` member may be at most
+`MAX_RATIO` times the log file's size once inflated (deflate itself tops out near 1032), so a
+zip bomb is one line, not an exhausted machine.
 """
 
 from __future__ import annotations
@@ -32,36 +37,67 @@ from evalkit.importers.base import (
     ImportOptions,
     last_user_text,
     message_text,
-    need,
     reported,
+)
+from evalkit.importers.fields import COUNT, KEY, SCORE, add_problem
+from evalkit.schema import (
+    Float,
+    Int,
+    Json,
+    ListOf,
+    MapOf,
+    Obj,
+    Opt,
+    Str,
+    check,
+    load_json,
+    read_json,
 )
 
 __all__ = ["read"]
 
 FMT = "inspect_ai log"
+MAX_RATIO = 256
+CONTENT = Opt(Str() | ListOf(Json()))
+# src/inspect_ai/log/_log.py EvalLog / EvalSample (fields read here; the others kept as they are)
+HEADER = Obj({"eval": Obj({}, optional={
+    "task": Opt(Str()), "model": Opt(Str()), "config": Opt(Obj({}, optional={"epochs": Opt(Int(min=1))})),
+    "dataset": Opt(Obj({}, optional={"sample_ids": Opt(ListOf(Json()))}))})}, optional={
+    "status": Opt(Str()), "results": Opt(Obj({}, optional={
+        "total_samples": Opt(COUNT), "completed_samples": Opt(COUNT),
+        "scores": Opt(ListOf(Obj({}, optional={"name": Opt(Str()), "metrics": Opt(MapOf(Obj({}, optional={
+            "value": Opt(Float(finite=False))})))})))}))})
+OUTPUT = Obj({}, optional={
+    "completion": Opt(Str()), "usage": Opt(Obj({}, optional={"output_tokens": Opt(COUNT)})),
+    "choices": Opt(ListOf(Obj({}, optional={"message": Opt(Obj({}, optional={"content": CONTENT})),
+                                            "stop_reason": Opt(Str())})))})
+SAMPLE = Obj({"id": KEY, "epoch": Int(min=1)}, optional={
+    "input": Opt(Str() | ListOf(Json())), "target": Opt(Str() | ListOf(Str())), "output": Opt(OUTPUT),
+    "scores": Opt(MapOf(Obj({}, optional={"value": SCORE | Json(), "answer": Opt(Str() | Json())})))})
 VALUES = {"C": "correct", "I": "incorrect", "P": "incorrect", "N": "no_answer"}
 
 
 def read(path: Path, opts: ImportOptions) -> Imported:
     if path.is_dir():
         raise UsageError(f"{path}: give the .eval or .json log file itself")
-    header, samples = _load(path)
-    evaluation = need(header, "eval", str(path), FMT)
+    header, raw_samples = _load(path)
+    header = check(HEADER, header, path, FMT)
+    samples = [(where, check(SAMPLE, s, where, FMT)) for where, s in raw_samples]
+    evaluation = header["eval"]
     problems, out = {}, []
     scorer = opts.correct_field or _first_scorer(header, samples)
     for where, sample in samples:
-        key = str(need(sample, "id", where, FMT))
-        epoch = need(sample, "epoch", where, FMT)
+        key = str(sample["id"])
         target = sample.get("target")
         gold = target[0] if isinstance(target, list) and target else target
-        problems.setdefault(key, {"question": _question(sample.get("input")), "gold": gold})
+        add_problem(problems, key, {"question": _question(sample.get("input")), "gold": gold}, where)
         output = sample.get("output") or {}
         choice = (output.get("choices") or [{}])[0] or {}
         text = output.get("completion") or message_text((choice.get("message") or {}).get("content"))
-        record = {"problem": key, "completion": text, "index": int(epoch) - 1,
+        record = {"problem": key, "completion": text, "index": sample["epoch"] - 1,
                   "finish_reason": "length" if choice.get("stop_reason") in ("max_tokens", "model_length") else "stop"}
         tokens = (output.get("usage") or {}).get("output_tokens")
-        if isinstance(tokens, int) and not isinstance(tokens, bool):
+        if tokens is not None:
             record["num_tokens"] = tokens
         score = (sample.get("scores") or {}).get(scorer) if scorer else None
         if isinstance(score, dict):
@@ -102,23 +138,27 @@ def _load_eval(path: Path):
             first = "header.json" if "header.json" in names else "_journal/start.json"
             if first not in names:
                 raise UsageError(f"{path}: no header.json or _journal/start.json in the zip; not an {FMT}?")
-            header = json.loads(zf.read(first))
-            if first != "header.json":
+            header = _member(zf, first, path)
+            if first != "header.json" and isinstance(header, dict):
                 header = {**header, "status": "started"}
-            samples = [(f"{path}: {n}", json.loads(zf.read(n))) for n in sorted(names)
+            samples = [(f"{path}: {n}", _member(zf, n, path)) for n in sorted(names)
                        if n.startswith("samples/") and n.endswith(".json")]
-    except (zipfile.BadZipFile, OSError) as exc:
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, ValueError) as exc:
         raise UsageError(f"{path}: not a readable .eval zip ({exc}); not an {FMT}?") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: a member is not JSON ({exc}); not an {FMT}?") from None
     return header, samples
 
 
+def _member(zf: zipfile.ZipFile, name: str, path: Path):
+    """One JSON member, its inflated size checked first (zipfile reads no more than it declares)."""
+    size = zf.getinfo(name).file_size
+    if size > MAX_RATIO * max(path.stat().st_size, 1024):
+        raise UsageError(f"{path}: member {name} inflates to {size} bytes, more than {MAX_RATIO} times the log's "
+                         f"{path.stat().st_size}; not an {FMT} (a zip bomb?)")
+    return load_json(zf.read(name), f"{path}: {name}", FMT)
+
+
 def _load_json(path: Path):
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a JSON file ({exc}); not an {FMT}?") from None
+    data = read_json(path, FMT)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a JSON object (an EvalLog); not an {FMT}?")
     samples = data.pop("samples", None) or []

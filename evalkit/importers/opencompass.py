@@ -22,6 +22,9 @@ Writers (open-compass/opencompass, read at tag 0.5.3):
 `origin_prompt` is a string or a list of `{role, prompt}` turns (the last HUMAN turn is the
 question). The file has no per-completion grades: they are regraded. The tool's own score is
 `<work_dir>/results/<model>/<dataset>.json` `accuracy`, written in percent.
+Every prediction is checked against `PREDICTION` before use: `prediction` a string (a list, as
+`num_return_sequences` > 1 writes, is refused rather than read as its text), `origin_prompt` a
+string or a list of turns; copies of one problem with different golds are refused naming both.
 """
 
 from __future__ import annotations
@@ -31,11 +34,15 @@ import re
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.importers.base import Imported, ImportOptions, last_user_text, need, reported
+from evalkit.importers.base import Imported, ImportOptions, last_user_text, reported
+from evalkit.importers.fields import GOLD, TEXT, add_problem, bounded_gaps
+from evalkit.schema import Float, Json, ListOf, Obj, Opt, check, json_lines, read_json
 
 __all__ = ["read"]
 
 FMT = "OpenCompass predictions"
+PREDICTION = Obj({"origin_prompt": TEXT | ListOf(Json()), "prediction": TEXT}, optional={"gold": GOLD})
+RESULTS = Obj({}, optional={"accuracy": Opt(Float(min=0, max=100))})
 PART = re.compile(r"^(?P<root>.+)_(?P<part>\d+)$")
 
 
@@ -78,8 +85,8 @@ def _datasets(folder: Path, given: list[Path]) -> dict[str, tuple[list[Path], st
 def _gaps(root: str, parts: list[Path]) -> str | None:
     numbers = [int(PART.match(p.stem)["part"]) for p in parts]
     if numbers != list(range(len(numbers))):
-        first = min(set(range(max(numbers) + 1)) - set(numbers))
-        return f"{root}: part {root}_{first}.json is missing (parts found: {numbers}): a partial run"
+        _, first = bounded_gaps(numbers)
+        return f"{root}: part {root}_{first}.json is missing (parts found: {numbers[:8]}): a partial run"
     sizes = [len(_load(p)) for p in parts]
     for i, (size, later) in enumerate(zip(sizes, sizes[1:], strict=False)):
         if size < later:
@@ -89,14 +96,10 @@ def _gaps(root: str, parts: list[Path]) -> str | None:
 
 
 def _load(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":  # tmp_<dataset>.jsonl: {"idx": ..., ...} per line
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-            return {str(need(r, "idx", str(path), FMT)): r for r in rows}
-        data = json.loads(text)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{path}: not a JSON file ({exc}); not an {FMT} file?") from None
+    if path.suffix == ".jsonl":  # tmp_<dataset>.jsonl: {"idx": ..., ...} per line
+        rows = [(f"{path}:{n}", r) for n, r in json_lines(path, FMT)]
+        return {str(check(Obj({"idx": Json()}), r, where, FMT)["idx"]): r for where, r in rows}
+    data = read_json(path, FMT)
     if not isinstance(data, dict) or not data:
         raise UsageError(f"{path}: expected a JSON object of \"<idx>\": {{origin_prompt, prediction, gold}}")
     return data
@@ -112,9 +115,8 @@ def _rows(path: Path, partial: bool) -> list[tuple]:
         raise UsageError(f"{path}: indices are not 0..{len(order) - 1}; a partial (tmp_) file?")
     rows = []
     for key in order:
-        where = f"{path}: \"{key}\""
-        rows.append((need(data[key], "origin_prompt", where, FMT), need(data[key], "prediction", where, FMT),
-                     data[key].get("gold")))
+        record = check(PREDICTION, data[key], f"{path}: \"{key}\"", FMT)
+        rows.append((record["origin_prompt"], record["prediction"], record.get("gold"), f"{path}: \"{key}\""))
     return rows
 
 
@@ -131,10 +133,10 @@ def _imported(name: str, parts: list[Path], partial: str | None) -> Imported:
     rows = [row for part in parts for row in _rows(part, partial is not None)]
     size = _period([json.dumps(r[0], sort_keys=True) for r in rows])
     problems, samples = {}, []
-    for idx, (prompt, prediction, gold) in enumerate(rows):
+    for idx, (prompt, prediction, gold, where) in enumerate(rows):
         key = str(idx % size)
-        problems.setdefault(key, {"question": last_user_text(prompt) or json.dumps(prompt), "gold": gold})
-        samples.append({"problem": key, "completion": str(prediction), "index": idx // size})
+        add_problem(problems, key, {"question": last_user_text(prompt) or json.dumps(prompt), "gold": gold}, where)
+        samples.append({"problem": key, "completion": prediction, "index": idx // size})
     mapping = {"problem": "idx mod size (copies of the dataset found by their prompts)", "gold": "gold",
                "completion": "prediction", "question": "origin_prompt (its last HUMAN turn)", "grade": None}
     if len(parts) > 1:
@@ -147,8 +149,9 @@ def _imported(name: str, parts: list[Path], partial: str | None) -> Imported:
 
 
 def _reported(path: Path):
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    if not path.is_file():
         return None
-    return reported("accuracy", data.get("accuracy"), path, percent=True) if isinstance(data, dict) else None
+    data = read_json(path, "OpenCompass results")
+    if not isinstance(data, dict):
+        return None
+    return reported("accuracy", check(RESULTS, data, path, "OpenCompass results").get("accuracy"), path, percent=True)
