@@ -69,7 +69,7 @@ chromium:
 
 # Every benchmark, one table: results/benchmarks/SUMMARY.md (about 25 minutes on 2 cores).
 bench: $(STAMP)
-	$(BIN)/pip install -q -c constraints.txt trl  # the GRPO baseline, for the benchmark only
+	$(BIN)/pip install -q -c constraints.txt trl ctranslate2  # the GRPO and CPU-sampler baselines, for the benchmark only
 	$(BIN)/python benchmarks/run_all.py
 
 clean:

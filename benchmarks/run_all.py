@@ -32,6 +32,7 @@ OUT = ROOT / "results" / "benchmarks"
 BENCHES = {  # name: script and extra arguments (defaults are the measurements)
     "passk": ("bench_passk.py", []),
     "sampling": ("bench_sampling.py", []),
+    "sampling-peers": ("bench_sampling_peers.py", ["--tokens", "32", "--rounds", "2"]),
     "trainers": ("bench_trainers.py", []),
     "diff": ("bench_diff.py", []),
     "forgetting": ("bench_forgetting.py", ["--problems", "40"]),
