@@ -325,7 +325,7 @@ class Json(Type):
 
     def __init__(self, max_depth: int = MAX_DEPTH):
         self.max_depth = max_depth
-        self.expected = f"a value nested at most {max_depth} levels deep"
+        self.expected = "a value"
 
     def __call__(self, value):
         stack = [(value, 1)]
@@ -333,7 +333,8 @@ class Json(Type):
             item, depth = stack.pop()
             if isinstance(item, dict | list | tuple):
                 if depth > self.max_depth:
-                    raise Mismatch(self.expected, value, shown=f"one nested more than {self.max_depth} levels")
+                    raise Mismatch(f"a value nested at most {self.max_depth} levels deep", value,
+                                   shown=f"one nested more than {self.max_depth} levels")
                 stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
         return value
 

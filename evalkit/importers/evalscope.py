@@ -73,7 +73,7 @@ def read(path: Path, opts: ImportOptions) -> Imported | list[Imported]:
         report = _report_of(path.parent, path.stem)
         subset = _subset(path.stem, report)
         return _dataset(report[0] if report else path.stem, [(subset, path)], report, single=True)
-    files = sorted(path.glob("*.jsonl"))
+    files = sorted(p for p in path.glob("*.jsonl") if p.is_file())
     if not files:
         raise UsageError(f"{path}: no <benchmark>_<subset>.jsonl reviews of evalscope in the folder")
     groups: dict[str, list] = {}

@@ -65,7 +65,7 @@ QUESTION_KEYS = ("question", "problem", "Question", "Problem", "input")
 def read(path: Path, opts: ImportOptions) -> Imported | list[Imported]:
     if path.is_file():
         return _read_file(path, opts)
-    files = sorted(p for p in path.glob("samples_*.json*") if p.suffix in (".json", ".jsonl"))
+    files = sorted(p for p in path.glob("samples_*.json*") if p.suffix in (".json", ".jsonl") and p.is_file())
     if not files:
         raise UsageError(f"{path}: no samples_<task>_<date>.jsonl of lm-eval in the folder; give the file")
     runs = [_read_file(p, opts) for p in files]
