@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -198,7 +199,7 @@ def _unwrap(record):
 
 
 def _with_aliases(record: dict) -> dict:
-    out = dict(record)
+    out = record  # a record read here, owned here: extended in place (one dict per step)
     for name, others in ALIASES.items():
         if name not in out:
             hit = next((k for k in (*others, *(k for k in record if k.endswith("/" + name))) if k in record), None)
@@ -355,7 +356,7 @@ def _summary_value(buf: bytes) -> tuple[str | None, float | None]:
     tag = scalar = None
     for number, wire, value in _fields(buf):
         if number == 1:
-            tag = value.decode("utf-8", "replace")
+            tag = sys.intern(value.decode("utf-8", "replace"))  # one string per tag, not per step
         elif number == 2 and wire == 5:
             (scalar,) = struct.unpack("<f", value)
         elif number == 8:

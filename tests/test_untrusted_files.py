@@ -264,3 +264,27 @@ def test_the_same_architecture_check_lets_a_model_through_with_itself_and_a_plan
     other = open_checkpoint(str(planted_copy(Path(files["model"]), tmp_path / "planted")))
     match = same_architecture([base, other], strict=True, command="interpolate")
     assert len(match.pairs) == len(base.tensors) and not (match.missing or match.extra or match.mismatched)
+
+
+def test_no_reader_allocates_more_than_a_bounded_multiple_of_its_input(tmp_path):
+    """Peak resident memory each reader adds (VmHWM, reset before each read), against its file's
+    size: hostile files declaring up to 128 GiB (a stride-0 view, a 2^40-byte TFRecord length,
+    a world size of 10^9) are refused having added a few MiB at most; valid checkpoints read
+    tensor by tensor add at most their file's size, an event file and a JSONL import a few times
+    it (Python objects per record, as json.loads alone makes them).
+    benchmarks/bench_reader_memory.py prints the same table at 32 MB."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+    from bench_reader_memory import make_hostile, make_inputs, measure
+
+    hostile_rows = measure(make_hostile(tmp_path / "hostile"))
+    for row in hostile_rows:
+        assert row["result"].startswith("refused") and row["peak_growth_bytes"] < 32 << 20, row
+    bounds = {"pth zip, tensor by tensor": 1.5, "pth legacy, tensor by tensor": 1.5,
+              "safetensors, tensor by tensor": 1.5, "TensorBoard event file": 8,
+              "baseline: json.loads of the JSONL lines": 8, "JSONL import reader": 8}
+    rows = measure(make_inputs(tmp_path, 2))
+    for row in rows:
+        assert row["result"] == "read", row
+        assert row["peak_growth_bytes"] <= bounds[row["reader"]] * row["file_bytes"] + (8 << 20), row
