@@ -74,6 +74,8 @@ def read_verl(folder: Path) -> dict[str, TensorEntry]:
     files = [folder / f"model_world_size_{world}_rank_{r}.pt" for r in range(world)]
     first = _state_dict(read_torch_file(files[0]), files[0])
     ranks = _ranks_to_merge(first, world)
+    if not (isinstance(ranks, int) and 1 <= ranks <= world):
+        raise bad(files[0], f"its DTensors' mesh names {ranks} ranks to merge, the folder's world size is {world}")
     dicts = [first] + [_state_dict(read_torch_file(f), f) for f in files[1:ranks]]
     tensors = {}
     for name in sorted(first):
