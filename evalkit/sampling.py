@@ -1,40 +1,46 @@
 """Batched sampling with the Hugging Face backend, deterministic per sample.
 
-Each call takes a fixed chunk of problems: the prompts are left-padded and
-run through the model once (prefill), the key/value cache is copied n times
-into preallocated buffers (evalkit.kvcache: `[rows, heads, prompt + new
-tokens, head_dim]` per layer, each step written in place), and the n
-samples per problem decode together. A row that finishes stays in its batch
-slot, no longer drawn for; when fewer than COMPACT_BELOW of the slots are
-live the batch is compacted (one copy), so finished sequences stop costing
-compute without a copy of the cache at every finish. When the chunk's
-prompts share a long token prefix (a chat template's system prompt: 27 of
-~47 tokens for the default model and task), that prefix is run once and its
-cache shared by every prompt; only the rest is prefilled per prompt, padded
-on its left (between prefix and rest, masked). Each token keeps its position
-(prefix 0..P-1, then the prompt's own tokens), so the computation is the
-same up to float rounding.
+Each call takes a fixed chunk of problems; its rows (problem i, sample j) are split into lanes
+(`lane_count`: one per CPU thread, each of at least LANE_ROWS rows; one lane off the CPU). Each
+lane runs in its own thread with one intra-op thread: its prompts are left-padded and run through
+the model once (prefill), the key/value cache is copied to the lane's rows in preallocated
+buffers (evalkit.kvcache: `[rows, heads, prompt + new tokens, head_dim]` per layer, each step
+written in place), and the rows decode together, a Llama model by evalkit.decode's step (about 20
+ops per layer), any other by its own forward. A row that finishes stays in its batch slot, no
+longer drawn for; when fewer than COMPACT_BELOW of the slots are live the batch is compacted (one
+copy). When the lane's prompts share a long token prefix (a chat template's system prompt: 27 of
+~47 tokens for the default model and task), that prefix is run once and its cache shared by every
+prompt; only the rest is prefilled per prompt, padded on its left (between prefix and rest,
+masked). Each token keeps its position (prefix 0..P-1, then the prompt's own tokens), so the
+computation is the same up to float rounding.
+
+Why lanes (issue 46): with torch's intra-op threads every op of a step (7165 torch calls per step
+in transformers' forward) ends at an OpenMP barrier that waits for the slowest thread; on a
+shared machine a thread that is descheduled holds the other at every barrier, and sampler hf-3
+fell to a tenth of its idle rate where other work kept the load at 5 to 8 on 2 cores. Lanes share
+nothing while they decode: a busy machine slows each by its share of a core, as for any single
+thread. The lanes are a function of the chunk and the thread count only, so which of them run at
+the same time (all, or one after another) never changes a bit of the samples.
 
 Determinism: sample j of problem i draws its uniforms from its own generator
 seeded by `sample_seed(seed, problem_id, j)` (a hash, so seeds never overlap
 across problems, unlike `seed + j` schemes), and tokens are drawn by inverse
 CDF from the exact (full-vocabulary) distribution. Float rounding still
-depends on what shares the batch, so callers must keep chunks fixed: the same
-chunk gives bitwise the same samples.
+depends on what shares the batch, so callers must keep chunks and the thread count (the lanes)
+fixed: the same chunk on the same thread count gives bitwise the same samples.
 
 The sampler's version (SAMPLER_VERSION) names what shapes the samples' bits
-beyond the settings: the cache layout, when rows leave the batch, the draw.
-Every passk run records it (`sampler` in run.json) and a run drawn by another
-version is not resumed. hf-1 (evalkit up to issue 26): a cache grown by
-concatenation, every finished row pruned at once (frozen in
-benchmarks/sampler_hf1.py). hf-2 (a few hours of issue 26): the preallocated cache, finished
-rows kept until fewer than 0.75 of the slots were live. hf-3: the preallocated cache, compacted
-(one copy of the filled positions) whenever a row finishes, so the batch holds the live rows
-only, as in hf-1. `python benchmarks/bench_sampling.py --compact 0.5,0.75,0.9,1` measured
-COMPACT_BELOW = 1 fastest on 2 cores (338 tok/s against 309 at 0.5 and 307 at 0.9, best of 3
-alternated; 330 against 313 at 0.75 in another run): a kept row costs its share of every
-matmul until the compaction, which costs less than that here. The threshold stays a
-parameter for machines where the copy costs more.
+beyond the settings: the lanes, the decode step, the cache layout, when rows leave the batch, the
+draw. Every passk run records it (`sampler` in run.json) and a run drawn by another version is
+not resumed. hf-1 (evalkit up to issue 26): a cache grown by concatenation, every finished row
+pruned at once (frozen in benchmarks/sampler_hf1.py). hf-2 (a few hours of issue 26): the
+preallocated cache, finished rows kept until fewer than 0.75 of the slots were live. hf-3 (issue
+26 to 46, frozen in benchmarks/sampler_hf3.py): one batch of every row on torch's intra-op
+threads, transformers' forward, the preallocated cache compacted (one copy of the filled
+positions) whenever a row finishes: `python benchmarks/bench_sampling.py --compact
+0.5,0.75,0.9,1` measured COMPACT_BELOW = 1 fastest on 2 cores (338 tok/s against 309 at 0.5 and
+307 at 0.9), and it stays so. hf-4: hf-3's cache and draw in lanes of single-threaded rows, with
+evalkit.decode's step for Llama models.
 
 Every sampling parameter is explicit: temperature, top_p and max_new_tokens
 come from the caller; top_k is never applied (the model's generation_config,
@@ -48,7 +54,10 @@ tokens of a sample, the stop token included. Greedy rows use temperature 1.
 Limits: the buffers hold every row at full length from the start (memory of
 a cache whose rows all run to max_new_tokens); models whose cache has
 sliding-window or linear-attention layers keep transformers' growing cache
-(evalkit.kvcache).
+(evalkit.kvcache). A chunk of fewer than 2 x LANE_ROWS rows is one lane on every thread (the
+barriers again: on a busy machine a larger --batch-size keeps two lanes). Lanes finish at their
+own pace: the first to finish leaves its core idle until the other does. Each lane streams every
+weight once per step (lanes do not split the weights between them as intra-op threads do).
 """
 
 from __future__ import annotations
@@ -58,6 +67,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from itertools import groupby
+
+from evalkit.lanes import Cancelled, lane_count, run_lanes, serialized
 
 __all__ = [
     "SamplingConfig", "Sample", "derive_seed", "sample_seed", "render_prompt", "sample_chunk", "sample_texts",
@@ -216,87 +227,12 @@ def sample_chunk(
     threads = torch.get_num_threads() if device.type == "cpu" else 0
     lanes = lane_count(len(rows), threads)
     bounds = [len(rows) * k // lanes for k in range(lanes + 1)]
-    draw = _Draw(cfg, tuple(sorted(stop_ids)), _serialized(on_token) if lanes > 1 else on_token, threading.Event())
+    draw = _Draw(cfg, tuple(sorted(stop_ids)), serialized(on_token) if lanes > 1 else on_token, threading.Event())
     jobs = [partial(_lane, model, tokenizer, prompts, rows[a:b], uniforms[a:b], draw)
             for a, b in zip(bounds, bounds[1:], strict=False)]
     parts = run_lanes(jobs, threads // lanes if threads else 0, draw.cancel)
     drawn = [torch.cat(column) for column in zip(*parts, strict=True)]
     return _samples(rows, *drawn, seeds, cfg)
-
-
-LANE_ROWS = 16  # fewest rows in a lane: below it a lane streams every weight for too few rows (measured below)
-
-
-def lane_count(rows: int, threads: int) -> int:
-    """The lanes a chunk of `rows` rows is split into on `threads` CPU threads (0: not on the CPU, one
-    lane): one per thread, each of at least LANE_ROWS rows. It fixes which rows share a batch, so the
-    samples depend on it, through the thread count (`cpu_threads` in run.json), never on the load."""
-    return max(1, min(threads, rows // LANE_ROWS))
-
-
-def run_lanes(jobs: Sequence[Callable], threads_each: int, cancel) -> list:
-    """Run each job in its own thread (the first in this one), each with `threads_each` intra-op
-    threads (0: as they are), in inference mode; their results in order. A lane's error is raised
-    here; an interrupt in this thread sets `cancel`, which the other lanes check at every step."""
-    import threading
-
-    import torch
-
-    results: list = [None] * len(jobs)
-    errors: list[BaseException] = []
-    before = torch.get_num_threads()
-
-    def run(k: int) -> None:
-        if threads_each:
-            torch.set_num_threads(threads_each)  # the thread count of this thread's ops (OpenMP and MKL, per thread)
-        with torch.inference_mode():
-            results[k] = jobs[k]()
-
-    def guarded(k: int) -> None:
-        try:
-            run(k)
-        except BaseException as exc:  # noqa: BLE001 -- re-raised in the calling thread
-            errors.append(exc)
-            cancel.set()
-
-    others = [threading.Thread(target=guarded, args=(k,), name=f"evalkit-lane-{k}", daemon=True)
-              for k in range(1, len(jobs))]
-    try:
-        for thread in others:
-            thread.start()
-        try:
-            run(0)
-        except Cancelled:  # another lane failed: its error is the one to raise
-            pass
-        for thread in others:
-            thread.join()
-    except BaseException:
-        cancel.set()
-        raise
-    finally:
-        torch.set_num_threads(before)
-    if errors:
-        raise errors[0]
-    return results
-
-
-def _serialized(callback: Callable[[int], None] | None) -> Callable[[int], None] | None:
-    """`callback`, called by one lane at a time."""
-    import threading
-
-    if callback is None:
-        return None
-    lock = threading.Lock()
-
-    def call(rows: int) -> None:
-        with lock:
-            callback(rows)
-
-    return call
-
-
-class Cancelled(Exception):
-    """Another lane failed or was interrupted: this one stops at its next step."""
 
 
 @dataclass(frozen=True)
