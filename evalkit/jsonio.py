@@ -98,6 +98,8 @@ def read_jsonl(path: Path) -> list[tuple[int, dict]]:
                     record = json.loads(line, strict=False)
                 except json.JSONDecodeError as exc:
                     raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+                except RecursionError:
+                    raise UsageError(f"{path}:{lineno}: nested too deeply to read") from None
                 if not isinstance(record, dict):
                     raise UsageError(f"{path}:{lineno}: expected a JSON object")
                 if "\\ud" in line.lower():  # an escaped surrogate: valid JSON, but a lone one is no text
@@ -148,7 +150,7 @@ def read_records(path: Path, *, hint: str, check=None) -> list[dict]:
         why = "not a JSON record"
         try:
             why = (check(json.loads(raw)) if check else None) or why
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             pass
         raise UsageError(f"{path}:{number}: corrupt line ({why}); {hint}")
     return [record for _, record in good]
@@ -169,7 +171,7 @@ def split_lines(path: Path, check=None) -> tuple[list, list]:
                 if not isinstance(record, dict) or (check is not None and check(record)):
                     raise ValueError
                 good.append((number, record))
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: a line nested too deeply for the parser
                 bad.append((number, raw))
     return good, bad
 

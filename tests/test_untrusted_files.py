@@ -143,6 +143,8 @@ def files(tiny_model, tmp_path_factory):
         {"step": 1, "frac_reward_zero_std": 0.5}, {"step": 2, "frac_reward_zero_std": 1.2}]})
     made["verl_step"] = _json(root / "verl_log" / "log.jsonl", '{"step": "abc", "data": {"actor/entropy": 1}}\n')
     made["log_deep"] = _json(root / "deep_log" / "metrics.jsonl", "[" * 200_000 + "]" * 200_000 + "\n")
+    made["task_deep"] = _json(root / "task" / "problems.jsonl", '{"question": "1+1?", "answer": "2"}\n' +
+                              "[" * 200_000 + "]" * 200_000 + "\n")
     return made
 
 
@@ -193,6 +195,8 @@ CASES = [
     ([*GROUPS, "{state_range}"], "log_history[1]: field 'frac_reward_zero_std': expected a number in [0, 1], found 1.2"),
     ([*GROUPS, "{verl_step}"], "log.jsonl:1: field 'step': expected an integer, found a string ('abc')"),
     ([*GROUPS, "{log_deep}"], "metrics.jsonl:1: nested too deeply to read"),
+    (["passk", "{model}", "--n", "2", "--k", "1", "--limit", "1", "--max-new-tokens", "2", "--device", "cpu",
+      "--task", "{task_deep}", "--out", "{root}/p"], "problems.jsonl:2: nested too deeply to read"),
 ]
 
 
