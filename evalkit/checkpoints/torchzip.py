@@ -182,7 +182,9 @@ def read_torch_file(path: str | Path, base: int = 0, length: int | None = None, 
     if fh.read(4) != b"PK\x03\x04":
         if base or length is not None:
             raise bad(path, f"the record at byte {base} is not a torch.save zip")
-        return _legacy(path)
+        from evalkit.checkpoints.legacy import read_legacy
+
+        return read_legacy(path)
     size = length if length is not None else fh.seek(0, 2)
     try:
         try:
@@ -395,83 +397,6 @@ def _walk(tree, fn, name: str = "", depth: int = 0, path=None):
         items = [_walk(v, fn, f"{name}[{i}]", depth + 1, path) for i, v in enumerate(tree)]
         return items if isinstance(tree, list) else tuple(items)
     return tree
-
-
-def _legacy(path: str):
-    """A pre-1.6 (not zip) torch.save file, loaded whole with weights_only=True, after its
-    declared sizes are checked against the file's (`_legacy_sizes`)."""
-    import pickle
-
-    import torch
-
-    _legacy_sizes(path)
-    try:
-        tree = torch.load(path, map_location="cpu", weights_only=True, mmap=False)
-    except pickle.UnpicklingError as exc:
-        raise refusal(path, exc) from None
-    except Exception as exc:  # corrupt files raise RuntimeError, EOFError, ...
-        raise bad(path, f"not a readable torch.save file ({type(exc).__name__}: {str(exc)[:100]})") from None
-
-    def one(t, name):
-        dtype = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
-        if dtype is None:
-            raise bad(path, f"tensor {name}: a tensor of {t.dtype} is not read")
-        return _Loaded(path, dtype, tuple(t.shape), t.detach().contiguous())
-
-    return _walk(tree, one, path=path)
-
-
-def _legacy_sizes(path: str) -> None:
-    """The legacy layout (torch/serialization.py `_legacy_save`: pickles of the magic number, the
-    protocol, sys info, then the object, whose `persistent_load` ids are `('storage', type, key,
-    location, numel, view)`) read with meta storages: `torch.load` allocates each storage at its
-    declared size before reading it, so the sizes (and every view) are checked against the file
-    first."""
-    import pickle
-
-    import torch
-    from torch import _weights_only_unpickler as weights_only
-
-    file_bytes, storages = os.path.getsize(path), {}
-
-    def persistent_load(saved_id):
-        kind = saved_id[0].decode("ascii", "replace") if isinstance(saved_id, tuple) and saved_id and \
-            isinstance(saved_id[0], bytes) else (saved_id[0] if isinstance(saved_id, tuple) and saved_id else None)
-        if kind != "storage" or len(saved_id) != 6:
-            raise pickle.UnpicklingError(f"unexpected persistent id {str(saved_id)[:60]}")
-        _, storage_type, key, _location, numel, _view = saved_id
-        dtype = getattr(storage_type, "dtype", None)
-        if not isinstance(numel, int) or isinstance(numel, bool) or numel < 0 or not isinstance(dtype, torch.dtype):
-            raise bad(path, f"storage {str(key)[:40]!r}: declares {str(numel)[:40]} elements of {str(storage_type)[:40]}")
-        nbytes = numel * torch._utils._element_size(dtype)
-        raw = torch.UntypedStorage(nbytes, device="meta")
-        storages[raw._cdata] = nbytes
-        storages.setdefault(("key", key), nbytes)
-        return torch.storage.TypedStorage(wrap_storage=raw, dtype=dtype, _internal=True)
-
-    try:
-        with open(path, "rb") as fh:
-            for _ in range(3):  # magic number, protocol version, sys info
-                weights_only.Unpickler(fh, encoding="utf-8").load()
-            up = weights_only.Unpickler(fh, encoding="utf-8")
-            up.persistent_load = persistent_load
-            tree = up.load()
-    except pickle.UnpicklingError as exc:
-        raise refusal(path, exc) from None
-    except (EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError, RuntimeError,
-            struct.error) as exc:
-        raise bad(path, f"not a readable torch.save file ({type(exc).__name__}: {str(exc)[:100]})") from None
-    declared = sum(v for k, v in storages.items() if isinstance(k, tuple))
-    if declared > file_bytes:
-        raise bad(path, f"its storages declare {declared} bytes, the file holds {file_bytes}: truncated or forged")
-
-    def one(t, name):
-        storage = storages.get(t.untyped_storage()._cdata)
-        if storage is None:
-            raise bad(path, f"tensor {name}: a meta tensor {list(t.shape)} with no data in the file")
-        _fits(path, name, t, storage, file_bytes)
-
-    _walk(tree, one, path=path)
 
 
 @dataclass(frozen=True)
