@@ -118,14 +118,16 @@ def _wide_range(series: Sequence[dict]) -> bool:
 
 
 @_styled
-def line_chart(series: Sequence[dict], axes: Axes, *, log2x: bool = False, marks: Sequence[dict] = ()) -> bytes:
+def line_chart(series: Sequence[dict], axes: Axes, *, log2x: bool = False, marks: Sequence[dict] = (),
+               legend_below: bool = False) -> bytes:
     """Lines (x, y, label; optional low/high band, hline, style index, `floor`: drawn dotted as
     the chance floor of the curve of the same style); `marks` are
-    vertical dotted lines {x, text} (e.g. where two curves cross). Default size 7 x 4."""
+    vertical dotted lines {x, text} (e.g. where two curves cross); `legend_below`: the legend
+    under the axes, where it covers no line. Default size 7 x 4."""
     fig = axes.figure(7.0, 4.0)
     ax = fig.add_subplot()
     _draw_lines(ax, series, log2x)
-    _finish(ax, axes, legend=bool(series))
+    _finish(ax, axes, legend=bool(series), below=legend_below)
     for j, m in enumerate(marks):
         ax.axvline(m["x"], color="#555555", linestyle=(0, (2, 2)), linewidth=1.0)
         right = _axis_fraction(ax, m["x"]) > 0.5  # text on the side with room, inside the axes
@@ -143,27 +145,33 @@ def _axis_fraction(ax, x: float) -> float:
     return (x - lo) / (hi - lo) if hi != lo else 0.5
 
 
-def _finish(ax, axes: Axes, legend=True) -> None:
+def _finish(ax, axes: Axes, legend=True, below: bool = False) -> None:
     ax.set_xlabel(axes.xlabel)
     ax.set_ylabel(axes.ylabel)
     if axes.title:
         ax.set_title(axes.title)
     if axes.ylim is not None:
         ax.set_ylim(*axes.ylim)
-    if legend:
+    if legend and below:
+        n = len(ax.get_legend_handles_labels()[1])
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=min(4, max(1, n)),
+                  frameon=False)
+    elif legend:
         ax.legend(fontsize=8, loc="best", frameon=True)
 
 
 @_styled
 def panels(specs: Sequence[dict], *, title: str = "", width: float = 7.0, height: float = 5.5) -> bytes:
-    """Stacked line charts sharing nothing: each spec has series, xlabel, ylabel, log2x, logy."""
+    """Stacked line charts sharing nothing: each spec has series, xlabel, ylabel, log2x, logy,
+    and `legend_below` (the legend under its axes)."""
     fig = _figure(width, height)
     axes = fig.subplots(len(specs), 1, squeeze=False)[:, 0]
     for ax, spec in zip(axes, specs, strict=True):
         _draw_lines(ax, spec["series"], spec.get("log2x", False))
         if spec.get("logy") and _wide_range(spec["series"]):  # log only when it helps reading
             ax.set_yscale("log")
-        _finish(ax, Axes(spec["xlabel"], spec["ylabel"], spec.get("title", ""), spec.get("ylim")))
+        _finish(ax, Axes(spec["xlabel"], spec["ylabel"], spec.get("title", ""), spec.get("ylim")),
+                below=spec.get("legend_below", False))
     if title:
         fig.suptitle(title)
     return _png(fig)
