@@ -61,6 +61,7 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None, until: str
         _refuse(out, todo, stages, state)  # before anything is written: a refused study leaves study.json as it was
         state = _record_plan(out, spec, stages, state)
         makers = {n for s in stages for n in s.weights}
+        _register_claims(out, spec, [s for s in stages if s.name in makers], state)
         _record_sums(out, [s for s in stages if s.name in makers], state)
         for stage in todo:
             if stage_status(out, stage, state) == "done":
@@ -276,6 +277,20 @@ def _check_folder(out: Path, state: dict) -> None:
         raise UsageError(f"{out}: folder is not empty and holds no evalkit study; use another --out")
 
 
+def _register_claims(out: Path, spec, trains: list, state: dict) -> None:
+    """The study file's claims (analyses.claims.registration: settings and verdict code hashed),
+    recorded in study.json once, before the first training stage runs; a study that registers
+    late lists the training stages already done. Kept as recorded from then on: the findings
+    compare the claims file with it and flag any change as revised after data."""
+    if spec.claims is None or "registration" in state:
+        return
+    from analyses.claims import read_claims, registration
+
+    done = [s.name for s in trains if stage_status(out, s, state) == "done"]
+    state["registration"] = registration(read_claims(Path(spec.claims)), spec.claims, done_before=done)
+    _save(out, state)
+
+
 def _record_plan(out: Path, spec, stages, state: dict) -> dict:
     from dataclasses import asdict
 
@@ -284,12 +299,13 @@ def _record_plan(out: Path, spec, stages, state: dict) -> dict:
     from evalkit.study.stages import identity_hash
 
     out.mkdir(parents=True, exist_ok=True)
-    spec_record = {k: v for k, v in asdict(spec).items() if k != "methods"}
+    spec_record = {k: v for k, v in asdict(spec).items() if k != "methods" and not (k == "claims" and v is None)}
     spec_record["methods"] = {name: [asdict(t) for t in trainers] for name, trainers in spec.methods.items()}
     state = {"schema_version": SCHEMA_VERSION, "kind": "study", "title": spec.title, "spec": plain_json(spec_record),
              "plan": [{"stage": s.name, "out": s.out, "needs": list(s.needs), "tokens_estimate": s.tokens,
                        "identity_hash": identity_hash(s.identity)} for s in stages],
-             "versions": versions(), "stages": state.get("stages", {})}
+             "versions": versions(), "stages": state.get("stages", {}),
+             **({"registration": state["registration"]} if "registration" in state else {})}
     _save(out, state)
     return state
 

@@ -25,6 +25,7 @@ A study you can cite (studies/seed-cpu-v2.toml) adds:
     [evaluations.passk-nucleus] a second passk setting at the picked checkpoints (e.g. T = 0.6, top-p 0.95)
     [evaluations.sparsity]      SparsityOptions: matched-norm, scale-free statistics, short bf16 runs
     forgetting's kl_task and mc_files: KL on another task's prompts, multiple-choice files by name
+    claims = "studies/x.claims.toml"   the pre-registered claims (analyses.claims), recorded before training
 
 Methods: a method's name says its trainer; the six names above are the only ones. GRPO's
 guidance keys (guide_model, guide_tokens, guided_rollouts) belong to grpo-guided and its hint
@@ -89,7 +90,7 @@ SEEDED_ONLY = ("curves", "passk-nucleus", "sparsity")  # evaluations of a study 
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
 SAMPLE = 50  # problems generated per split to check names, configs and ids
 TOP_KEYS = {"title", "base_model", "dtype", "device", "seed", "seeds", "train_task", "eval_task", "validation",
-            "budget", "methods", "evaluations", "report"}
+            "budget", "methods", "evaluations", "report", "claims"}
 SET_BY_STUDY = {"model", "task", "task_size", "task_seed", "task_config", "dtype", "device", "out", "preset",
                 "question_field", "answer_field", "id_field"}
 
@@ -132,6 +133,7 @@ class StudySpec:
     report_title: str
     seeds: tuple = ()  # training seeds (a seeded study); () = one run at `seed`
     validation: dict | None = None  # ValidationOptions' values with the split's task (seeded studies)
+    claims: str | None = None  # the claims file (analyses.claims), registered before the first training stage
 
 
 def read_spec(path: Path) -> StudySpec:
@@ -175,7 +177,21 @@ def read_spec(path: Path) -> StudySpec:
     title = str(raw.get("title", path.stem))
     return StudySpec(str(path), title, raw.get("base_model", "smollm2-135m"), common["dtype"], common["device"],
                      train, held_out, budget, methods, evaluations, str(report.get("title", title)), seeds,
-                     validation)
+                     validation, _claims(raw, bool(seeds)))
+
+
+def _claims(raw: dict, seeded: bool) -> str | None:
+    """`claims = "studies/x.claims.toml"`: the pre-registered claims (analyses.claims), checked
+    here; `evalkit study` records them in study.json before its first training stage."""
+    if "claims" not in raw:
+        return None
+    path = _typed(raw, "claims", "", str, "")
+    if not seeded:
+        raise UsageError("claims: the pre-registered claims read a seeded study's figures; give seeds = [...]")
+    from analyses.claims import read_claims
+
+    read_claims(Path(path))  # a UsageError naming the key
+    return path
 
 
 def _seeds(raw: dict) -> tuple:
