@@ -37,8 +37,8 @@ from pathlib import Path
 from evalkit.errors import UsageError
 
 __all__ = ["Claim", "ClaimTest", "ClaimsFile", "read_claims", "parse_claims", "registration", "revisions",
-           "interval_verdict", "per_run_verdict", "claim_from_settings", "verdict_code", "settings_hash", "ENDPOINTS", "VERDICT_CODE",
-           "VERDICTS"]
+           "interval_verdict", "per_run_verdict", "claim_from_settings", "verdict_code", "settings_hash", "ENDPOINTS",
+           "VERDICT_CODE", "VERDICTS"]
 
 VERDICTS = ("supported", "contradicted", "inconclusive", "not tested")
 # endpoint -> (keys it needs, keys it may have, what it measures); every claim also has statement,
@@ -63,8 +63,8 @@ COMMON = {"statement", "contrast", "direction", "threshold", "endpoint", "from",
           "first_written"}
 HISTORY = ("commit", "revised", "why")  # keys of a first_written table that are not settings
 # the files whose code turns the study's files into verdicts: their sha256 is registered
-VERDICT_CODE = ("analyses/claims.py", "analyses/claim_endpoints.py", "metrics/inference.py", "metrics/seeds.py",
-                "metrics/passk.py", "metrics/placebo.py")
+VERDICT_CODE = ("analyses/claims.py", "analyses/claim_endpoints.py", "analyses/preregistered.py", "metrics/inference.py",
+                "metrics/seeds.py", "metrics/passk.py", "metrics/placebo.py")
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -59,14 +59,9 @@ def agree(a, b, tol: float = 1e-9) -> bool:
 
 def recompute(root: Path) -> dict:
     """findings.json's content, computed afresh from the study folder's files."""
-    from analyses.study_findings import VERDICTS, seeded_claims
-    from analyses.study_seeded import seeded_figures
-    from evalkit.jsonio import plain_json
+    from analyses.study_findings import seeded_result
 
-    figures = seeded_figures(Path(root))
-    result = plain_json({"kind": "study-findings", "seeded": True, "verdicts": list(VERDICTS),
-                         "claims": seeded_claims(figures), "figures": figures})
-    return json.loads(json.dumps(result))  # as the file holds it: keys as strings
+    return seeded_result(Path(root))  # as the file holds it: keys as strings
 
 
 def main(argv: list[str] | None = None) -> int:

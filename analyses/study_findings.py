@@ -449,18 +449,41 @@ def sequence_verdict(minus_es: dict | None, minus_grpo: dict | None, minus_contr
 
 
 def write_seeded_findings(root: Path, out: Path) -> dict:
-    """findings.json and findings.md of a seeded study (analyses.study_seeded's figures, these rules)."""
-    from analyses.study_seeded import seeded_figures
+    """findings.json and findings.md of a seeded study (`seeded_result`); with pre-registered
+    claims, findings.md opens with them."""
+    from analyses.reanalysis_tables import reanalysis_markdown
     from analyses.study_tables import seeded_markdown
-    from evalkit.jsonio import plain_json, write_atomic, write_json_atomic
+    from evalkit.jsonio import write_atomic, write_json_atomic
 
-    figures = seeded_figures(Path(root))
-    result = plain_json({"kind": "study-findings", "seeded": True, "verdicts": list(VERDICTS),
-                         "claims": seeded_claims(figures), "figures": figures})
+    result = seeded_result(Path(root))
+    text = seeded_markdown(result, _shown(Path(root)))
+    if "preregistered" in result:
+        text = (reanalysis_markdown(result["preregistered"]) + "\n# The claims under analyses.study_findings' "
+                "rules\n\n" + text)
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "findings.json", result)
-    write_atomic(out / "findings.md", lambda fh: fh.write(seeded_markdown(result, _shown(Path(root)))))
+    write_atomic(out / "findings.md", lambda fh: fh.write(text))
     return result
+
+
+def seeded_result(root: Path) -> dict:
+    """findings.json's content for a seeded study: analyses.study_seeded's figures and these
+    rules' claims, and, when study.json holds a registration (`evalkit study` with a claims
+    file), the pre-registered claims under `preregistered` (analyses.reanalyse), each revision
+    of them since the registration flagged. As the file holds it (plain JSON)."""
+    from analyses.study_seeded import seeded_figures
+    from evalkit.jsonio import plain_json
+
+    figures = seeded_figures(Path(root))
+    result = {"kind": "study-findings", "seeded": True, "verdicts": list(VERDICTS), "claims": seeded_claims(figures),
+              "figures": figures}
+    state = json.loads((Path(root) / "study.json").read_text(encoding="utf-8"))
+    if state.get("registration"):
+        from analyses.preregistered import preregistered_findings
+
+        command = f"python -m analyses.recompute {_shown(Path(root))} preregistered"
+        result["preregistered"] = preregistered_findings(Path(root), None, command=command, figures=figures)
+    return json.loads(json.dumps(plain_json(result)))
 
 
 def _shown(root: Path) -> str:

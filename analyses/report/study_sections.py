@@ -22,9 +22,16 @@ __all__ = ["study_sections"]
 
 
 def study_sections(findings: dict) -> list[Section]:
+    """The study's sections; a study with pre-registered claims opens with theirs
+    (analyses.report.claims_sections)."""
     f = findings["figures"]
-    out = [_claims(findings), *(_coverage(kind, cov, f["narrowing"].get(kind, {})) for kind, cov in
-                                f["coverage"].items())]
+    out = []
+    if findings.get("preregistered"):
+        from analyses.report.claims_sections import claims_sections
+
+        out += claims_sections(findings["preregistered"])
+    out += [_claims(findings), *(_coverage(kind, cov, f["narrowing"].get(kind, {})) for kind, cov in
+                                 f["coverage"].items())]
     for make in (_curves, _stopping, _sparsity, _forgetting, _budget):
         section = make(f)
         if section is not None:
