@@ -9,7 +9,7 @@ Every number is a field of findings.json; the sentences are chosen by each claim
 
 from __future__ import annotations
 
-__all__ = ["reanalysis_markdown", "plain_words", "endpoint_text", "limitations", "ci_text"]
+__all__ = ["reanalysis_markdown", "plain_words", "summary", "endpoint_text", "limitations", "ci_text"]
 
 
 def ci_text(ev: dict, digits: int = 3) -> str:
@@ -85,6 +85,30 @@ def plain_words(claim: dict) -> str:
         if other.get("p"):
             text += f" At {_setting(other['detail'])}: {ci_text(other)}, {other['verdict']} (unadjusted)."
     return f"{head} {text}"
+
+
+def summary(result: dict) -> str:
+    """The verdicts in one paragraph: how many of each, which, where the Satterthwaite interval
+    reads otherwise, and which of the study's own rules were changed after its data."""
+    claims = result["claims"]
+    groups = {v: [c["statement"] for c in claims if c["verdict"] == v] for v in result["verdicts"]}
+    words = {"supported": "supports", "contradicted": "contradicts", "inconclusive": "cannot tell",
+             "not tested": "could not test"}
+    parts = [f"{words[v]} {len(names)} ({'; '.join(names)})" for v, names in groups.items() if names]
+    text = f"Of its {len(claims)} claims, the study " + ", ".join(parts) + "."
+    other = [c["id"] for c in claims if (c["primary"].get("satterthwaite") or {}).get("verdict") not in
+             (None, c["verdict"])]
+    if other:
+        text += (f" The Satterthwaite interval, which counts the seeds as the few runs they are, would read "
+                 f"{len(other)} of these otherwise after Holm's correction ({', '.join(other)}): with "
+                 f"{len(result['seeds'])} seeds, even large effects are not certain.")
+    changed = [r for r in result.get("revised_rules") or [] if r["changed_the_verdict"]]
+    if changed:
+        text += (" The study's own write-up changed " + (f"{len(changed)} rules" if len(changed) > 1 else "a rule")
+                 + " after reading its figures: " + "; ".join(
+                     f"its {r['claim']} claim read {r['first_written']} as first written, {r['revised']} as revised"
+                     for r in changed) + " (flagged on each claim split from them).")
+    return text
 
 
 def _num(x) -> str:
@@ -190,7 +214,7 @@ def reanalysis_markdown(result: dict) -> str:
                   "registration is retrospective, so these verdicts re-read figures that had been seen. The "
                   "mechanism's real test is a study that records its claims before training (v3).", ""]
     lines += [f"Recompute: `{result['recompute']}` (add `--check` to compare with this folder's findings.json).", "",
-              "## What was found", ""]
+              "## What was found", "", summary(result), ""]
     lines += [f"- {plain_words(c)}" for c in result["claims"]]
     lines += ["", "## Limitations", ""] + [f"- {x}" for x in limitations(result)]
     lines += ["", "## Claims, one statement each", "",
