@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from evalkit.cli_options import build, int_list, with_options
+from evalkit.cli_options import build, with_options
 from evalkit.errors import handle_errors
 from evalkit.options import PasskOptions
 
@@ -67,12 +67,10 @@ def _root() -> None:
 
 @app.command()
 @handle_errors
-@with_options(PasskOptions, skip=("ks", "limit", "confidence", "n_boot"))
+@with_options(PasskOptions, skip=("confidence", "n_boot"))
 def passk(
     model: Annotated[str, typer.Argument(help=PasskOptions.help("model"))] = "smollm2-135m",
     out: Annotated[Path | None, typer.Option(help="Run folder (samples.jsonl, summary.json); default runs/passk-MODEL-TASK. Rerun the same command to resume.")] = None,
-    k: Annotated[str, typer.Option(help="Comma-separated k values, each <= n.")] = "1,2,4,8,16",
-    limit: Annotated[int, typer.Option(help="Use the first N problems of the task (0 = all).")] = 50,
     repair: Annotated[bool, typer.Option("--repair", help="Set corrupt lines of samples.jsonl aside in samples.rejected.jsonl and sample them again.")] = False,
     **given,
 ) -> None:
@@ -83,8 +81,7 @@ def passk(
     from evalkit.console import passk_progress, print_passk
     from evalkit.passk import run_passk
 
-    opts = build(PasskOptions, given, model=model, ks=tuple(int_list(k, "--k", example="1,2,4,8", required=False)),
-                 limit=limit or None)
+    opts = build(PasskOptions, given, model=model)
     out = out or Path("runs") / f"passk-{Path(model).name}-{Path(opts.task).stem}"
     with passk_progress() as progress:
         summary = run_passk(opts, out, progress=progress, repair=repair)

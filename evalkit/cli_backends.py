@@ -10,18 +10,17 @@ from typing import Annotated
 
 import typer
 
-from evalkit.cli_options import build, int_list, with_options
+from evalkit.cli_options import build, with_options
 from evalkit.scale.backends_check import BackendsCheckOptions
 
 __all__ = ["backends_check"]
 
 
-@with_options(BackendsCheckOptions, skip=("model", "ks"))
+@with_options(BackendsCheckOptions, skip=("model",))
 def backends_check(
     model: Annotated[str, typer.Argument(help=BackendsCheckOptions.help("model"))] = "smollm2-135m",
     out: Annotated[Path, typer.Option(help="Output folder: check.json, check.md, sampled-hf/ and sampled-vllm/ "
                                            "(passk run folders; rerun to resume).")] = Path("runs/backends-check"),
-    k: Annotated[str, typer.Option(help="Comma-separated k values, each <= n/2.")] = "1,2,4,8,16,32",
     **given,
 ) -> None:
     """Do the HF sampler and vLLM draw from the same distribution? Greedy completions, teacher-forced
@@ -33,7 +32,7 @@ def backends_check(
     from evalkit.scale.backends_check import run_backends_check
     from evalkit.scale.vllm_backend import import_vllm
 
-    opts = build(BackendsCheckOptions, given, model=model, ks=tuple(int_list(k, "--k", example="1,2,4,8")))
+    opts = build(BackendsCheckOptions, given, model=model)
     opts.validate()
     import_vllm()  # missing: one line, before any work
     with passk_progress() as progress:

@@ -10,20 +10,18 @@ from typing import Annotated
 
 import typer
 
-from evalkit.cli_options import build, int_list, with_options
+from evalkit.cli_options import build, with_options
 from evalkit.interpolate import InterpolateOptions
 
 __all__ = ["interpolate"]
 
 
-@with_options(InterpolateOptions, skip=("model", "other", "ks", "limit", "backend", "ray_workers", "ray_address",
+@with_options(InterpolateOptions, skip=("model", "other", "backend", "ray_workers", "ray_address",
                                         "logprobs"))
 def interpolate(
     a: Annotated[str, typer.Argument(help="Checkpoint A (t = 0): any format evalkit reads, BASE+ADAPTER, or a model name.")],
     b: Annotated[str, typer.Argument(help="Checkpoint B (t = 1), of the same model as A.")],
     out: Annotated[Path, typer.Option(help="Output folder: interpolate.json, points.csv, completions.jsonl, points/<label>/ run folders. Rerun to resume.")],
-    k: Annotated[str, typer.Option(help="Comma-separated k values, each <= n.")] = "1",
-    limit: Annotated[int, typer.Option(help="Use the first N held-out problems of the task (0 = all).")] = 50,
     **given,
 ) -> None:
     """Accuracy and loss along the straight line between two checkpoints, and its barrier.
@@ -34,8 +32,7 @@ def interpolate(
     from evalkit.console import counted_progress, print_interpolate
     from evalkit.interpolate import run_interpolate
 
-    opts = build(InterpolateOptions, given, model=a, other=b, limit=limit or None,
-                 ks=tuple(int_list(k, "--k", example="1,2,4", required=False)))
+    opts = build(InterpolateOptions, given, model=a, other=b)
     with counted_progress() as start:
         ticks = []
 

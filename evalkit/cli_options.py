@@ -2,11 +2,15 @@
 
     @with_options(ESOptions, skip=("iterations",))
     def es(out: Out, **given) -> None: ...      # `given` holds one value per ESOptions field
+        opts = build(ESOptions, given)
 
 A command's own parameters (arguments, options only it has) stay in its signature; every
-field of the given classes is added after them as `--field-name`, typed and defaulted by the
-class and described by its metadata (evalkit.options `option(..., help=...)`; `helps=`
-overrides a text for one command). The values are checked by the class's `validate()`.
+field of the given classes is added after them as `--field-name` (or the name the field's
+metadata spells: `ks` is `--k`), typed and defaulted by the class and described by its metadata
+(evalkit.options `option(..., help=...)`; `helps=` overrides a text for one command). A tuple
+field is a comma-separated list on the command line (`--k 1,2,4`), and a field renamed since a
+release keeps its old name (`was=`) as a hidden option (`--workers` for `--ray-workers`). `build`
+turns the values back into the class, which checks them (`validate()`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ TrainOut = Annotated[Path, typer.Option(help="Output folder: run.json, metrics.j
                                               "Rerun to resume.")]
 
 
+def _spelled(f) -> str:
+    return f.metadata.get("name", f.name)
+
+
 def with_options(*classes, skip: tuple[str, ...] = (), helps: dict[str, str] | None = None):
     """Add one typer option per dataclass field (see the module docstring)."""
     helps = helps or {}
@@ -37,12 +45,18 @@ def with_options(*classes, skip: tuple[str, ...] = (), helps: dict[str, str] | N
         for cls in classes:
             hints = typing.get_type_hints(cls)
             for f in fields(cls):
-                if f.name in taken or f.default is MISSING:
+                if f.name in taken or _spelled(f) in taken or f.default is MISSING:
                     continue
-                taken.add(f.name)
-                option = typer.Option(help=helps.get(f.name) or f.metadata["help"])
-                added.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                               annotation=Annotated[hints[f.name], option]))
+                taken |= {f.name, _spelled(f)}
+                hint, default = hints[f.name], f.default
+                if typing.get_origin(hint) is tuple:  # a comma-separated list
+                    hint, default = str, ",".join(map(str, default))
+                text = helps.get(f.name) or f.metadata["help"]
+                added.append(inspect.Parameter(_spelled(f), inspect.Parameter.KEYWORD_ONLY, default=default,
+                                               annotation=Annotated[hint, typer.Option(help=text)]))
+                added += [inspect.Parameter(old, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                            annotation=Annotated[hint | None, typer.Option(hidden=True)])
+                          for old in f.metadata.get("was", ())]
         fn.__signature__ = inspect.Signature([*own, *added])
         return fn
 
@@ -63,6 +77,17 @@ def int_list(text: str, option: str, *, example: str = "2,4,8", required: bool =
 
 
 def build(cls, given: dict, **overrides):
-    """An options dataclass from a command's values (fields it does not have are ignored)."""
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in (given | overrides).items() if k in names})
+    """An options dataclass from a command's values (fields it does not have are ignored): a list
+    field's text parsed, a value given under a field's old name taken for it."""
+    hints, chosen = typing.get_type_hints(cls), {}
+    for f in fields(cls):
+        names = [n for n in (f.name, _spelled(f), *f.metadata.get("was", ())) if given.get(n) is not None]
+        if f.name in overrides or not names:
+            if f.name in overrides:
+                chosen[f.name] = overrides[f.name]
+            continue
+        value = given[names[-1]]  # an old name, when given, over the default under the new one
+        if isinstance(value, str) and typing.get_origin(hints[f.name]) is tuple:
+            value = tuple(int_list(value, "--" + _spelled(f).replace("_", "-"), example="1,2,4", required=False))
+        chosen[f.name] = value
+    return cls(**chosen)

@@ -18,8 +18,9 @@ from typing import Annotated
 import typer
 
 from evalkit import console as console_out
-from evalkit.cli_options import int_list
+from evalkit.cli_options import build, int_list, with_options
 from evalkit.errors import UsageError
+from evalkit.options import EntropyOptions, GroupsOptions, LengthOptions, ModelOptions
 
 __all__ = ["entropy", "length", "groups"]
 
@@ -42,19 +43,17 @@ def _inputs(*paths) -> dict:
     return {"inputs": [str(p) for p in paths if p is not None]}
 
 
+@with_options(EntropyOptions, ModelOptions, skip=("model",), helps={
+    "dtype": "With --model: float32, bfloat16 or float16.", "device": "With --model: auto, cpu, cuda ..."})
 def entropy(
     runs: Annotated[list[Path] | None, typer.Argument(help="passk run folders, in trajectory order.")] = None,
-    fit: Annotated[bool, typer.Option(help="Fit Cui et al.'s R = -a*exp(H) + b over the runs.")] = False,
     steps: Annotated[str | None, typer.Option(help="Training step of each run, comma-separated, in argument order; orders the table.")] = None,
     model: Annotated[str | None, typer.Option(help="With --samples: model whose exact entropy to compute.")] = None,
     samples: Annotated[Path | None, typer.Option(help="JSONL of prompt/completion (optional temperature, finish_reason), or a passk run folder, to teacher-force.")] = None,
     raw_prompt: Annotated[bool, typer.Option(help="With --samples: prompts are already rendered; skip the chat template.")] = False,
-    temperature: Annotated[float, typer.Option(help="With --samples: temperature of records without one (0 = greedy, entropy at 1).")] = 1.0,
-    dtype: Annotated[str, typer.Option(help="With --model: float32, bfloat16 or float16.")] = "float32",
-    device: Annotated[str, typer.Option(help="With --model: auto, cpu, cuda ...")] = "auto",
-    batch_tokens: Annotated[int, typer.Option(help="With --model: positions per forward pass.")] = 4096,
     allow_mixed_tasks: Mixed = False,
     out: Out = None,
+    **given,
 ) -> None:
     """Mean token entropy per run (all, correct, incorrect, quantiles); --fit for the entropy law.
 
@@ -62,17 +61,16 @@ def entropy(
     """
     from analyses.runs import load_runs, need_token_counts
     from analyses.sample_stats import entropy_report
-    from evalkit.options import EntropyOptions, ModelOptions
     from evalkit.outdir import claimed
 
-    opts = EntropyOptions(fit=fit, temperature=temperature, batch_tokens=batch_tokens).validate()
+    opts = build(EntropyOptions, given).validate()
     teacher = samples is not None or model is not None
     if teacher:
         if runs:
             raise UsageError("give either run folders or --model with --samples, not both")
         if samples is None or model is None:
             raise UsageError("teacher-forced entropy needs both --model and --samples FILE")
-        model_opts = ModelOptions(model=model, dtype=dtype, device=device).validate()
+        model_opts = build(ModelOptions, given, model=model).validate()
     elif not runs:
         raise UsageError("give one or more passk run folders, or --model M --samples FILE")
     step_list = int_list(steps, "--steps") if steps else None
@@ -81,17 +79,18 @@ def entropy(
             report = _teacher_report(model_opts, samples, raw_prompt, opts)
             return _finish(report, folder, console_out.print_teacher)
         need_token_counts(runs, "entropy")
-        report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=fit)
+        report = entropy_report(load_runs(runs, allow_mixed_tasks=allow_mixed_tasks), steps=step_list, fit=opts.fit)
         _finish(report, folder, console_out.print_entropy)
 
 
+@with_options(LengthOptions)
 def length(
     runs: Annotated[list[Path], typer.Argument(help="passk run folders.")],
     base: Annotated[Path | None, typer.Option(help="Base run folder for AES (O1-Pruner, a=1 b=3 g=5).")] = None,
     model: Annotated[str | None, typer.Option(help="Tokenizer for outcome efficiency (else characters are counted).")] = None,
-    quantiles: Annotated[int, typer.Option(help="Length bins (equal counts) for accuracy by length.")] = 4,
     allow_mixed_tasks: Mixed = False,
     out: Out = None,
+    **given,
 ) -> None:
     """Response length, truncation, tokens per correct answer, outcome efficiency, AES.
 
@@ -100,32 +99,30 @@ def length(
     from analyses.runs import load_runs, need_token_counts
     from analyses.sample_stats import length_report
     from evalkit.models import token_counter
-    from evalkit.options import LengthOptions
     from evalkit.outdir import claimed
 
-    LengthOptions(quantiles=quantiles).validate()
+    opts = build(LengthOptions, given).validate()
     paths = [*runs, *([base] if base else [])]
     with claimed(out, "length", _inputs(*paths)) as folder:
         need_token_counts(paths, "length")
         loaded = load_runs(paths, allow_mixed_tasks=allow_mixed_tasks)
         base_run = loaded.pop() if base else None
         report = length_report(loaded, base=base_run, count=token_counter(model) if model else None,
-                               quantiles=quantiles)
+                               quantiles=opts.quantiles)
         _finish(report, folder, console_out.print_length)
 
 
+@with_options(GroupsOptions)
 def groups(
     run: Annotated[Path, typer.Argument(help="passk run folder (n samples per problem).")],
-    group_sizes: Annotated[str, typer.Option(help="GRPO group sizes G, comma-separated.")] = "2,4,8,16,32",
-    target: Annotated[float, typer.Option(help="Informative-group fraction whose smallest G is reported.")] = 0.5,
     train_log: Annotated[Path | None, typer.Option(help="A training log with frac_reward_zero_std: evalkit's metrics.jsonl, TRL's "
                                                  "trainer_state.json, verl's file-logger JSONL, or a TensorBoard event "
                                                  "file or folder (--report-to tensorboard).")] = None,
-    train_group_size: Annotated[int, typer.Option(help="G used in training, for the prediction beside --train-log.")] = 8,
     salvage: Annotated[bool, typer.Option(help="Read a TensorBoard --train-log whose records are torn or fail their CRC: "
                                                "the intact ones are used and the skipped bytes named (without it, one "
                                                "line naming the last good step).")] = False,
     out: Out = None,
+    **given,
 ) -> None:
     """Estimated fraction of zero-advantage GRPO groups (all correct / all wrong) per G.
 
@@ -133,14 +130,12 @@ def groups(
     """
     from analyses.group_stats import groups_report
     from analyses.runs import load_run
-    from evalkit.options import GroupsOptions
     from evalkit.outdir import claimed
 
-    sizes = tuple(int_list(group_sizes, "--group-sizes"))
-    GroupsOptions(group_sizes=sizes, target=target, train_group_size=train_group_size).validate()
+    opts = build(GroupsOptions, given).validate()
     with claimed(out, "groups", _inputs(run, train_log)) as folder:
-        report = groups_report(load_run(run), group_sizes=list(sizes), target=target,
-                               train_log=train_log, train_group_size=train_group_size, salvage=salvage)
+        report = groups_report(load_run(run), group_sizes=list(opts.group_sizes), target=opts.target,
+                               train_log=train_log, train_group_size=opts.train_group_size, salvage=salvage)
         _finish(report, folder, console_out.print_groups)
 
 

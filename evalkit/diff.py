@@ -6,7 +6,7 @@
 Tensors are paired by name, never by file, so the checkpoints may be sharded differently
 (`model.safetensors.index.json`, several files without an index, or one `.safetensors` file).
 Headers are validated and data read chunk by chunk (`os.preadv` into fixed buffers, no file
-mapped) by `evalkit.safetensors_io`, so peak resident memory is a few chunk buffers plus
+mapped) by `evalkit.checkpoints`, so peak resident memory is a few chunk buffers plus
 histograms, whatever the model size. Per chunk of bf16, fp16 or fp32 bits, one compiled pass
 computes every figure: the C kernels (`evalkit.diff_ckernel`, built at first use by the system
 compiler) or, without a compiler, numba's (`evalkit.diff_kernels`); otherwise (float64 or

@@ -35,11 +35,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
 from evalkit.errors import UsageError
-from evalkit.options import OptionError, PasskOptions, option
+from evalkit.options import PasskOptions, option
+from evalkit.rundir import RunDir
 
 __all__ = ["InterpolateOptions", "Point", "path_points", "run_interpolate", "POINTS_DIR"]
 
@@ -48,7 +50,10 @@ POINTS_DIR = "points"
 
 @dataclass(frozen=True)
 class InterpolateOptions(PasskOptions):
-    """`evalkit interpolate`: passk's sampling options (greedy defaults) plus the path."""
+    """`evalkit interpolate`: passk's sampling options (greedy defaults) plus the path; HF in one
+    process (its row of evalkit.options.SCALE)."""
+
+    kind: ClassVar[str] = "interpolate"
 
     other: str = option("", "Checkpoint B (the path runs from model A at t = 0 to B at t = 1).", identity=False)
     through: str | None = option(None, "BASE: measure the plane BASE + a (A - BASE) + b (B - BASE) on a points x "
@@ -60,13 +65,8 @@ class InterpolateOptions(PasskOptions):
                     "pass@k.", min=1)
     ks: tuple[int, ...] = option((1,), "Comma-separated k values, each <= n.", each={"min": 1}, name="k")
     temperature: float = option(0.0, "Sampling temperature; 0 = greedy.", min=0)
-    limit: int | None = option(50, "Use the first N held-out problems of the task (None = all).", min=1)
+    limit: int | None = option(50, "Use the first N held-out problems of the task (0 = all).", min=1, none=0)
     loss_batch_tokens: int = option(4096, "Positions per teacher-forced batch for the loss.", min=1, identity=False)
-
-    def _checks(self) -> None:
-        if self.backend != "hf" or self.uses_ray:
-            raise OptionError("backend", self.backend, "interpolate runs in one process with --backend hf "
-                              "(no vLLM, no Ray)")
 
 
 @dataclass(frozen=True)
@@ -168,37 +168,28 @@ def _check_sides(model, sides: list) -> None:
                 raise UsageError(f"{cp.label}: tensor {name!r} is {list(e.shape)}, A's is {list(param.shape)}")
 
 
-def _record(problem, j: int, text: str, sample, grade) -> dict:
-    return {"problem_id": problem.id, "sample_index": j, "completion": text, "extracted": grade.extracted,
-            "outcome": grade.outcome, "detail": grade.detail, "num_tokens": sample.num_tokens,
-            "finish_reason": sample.finish_reason, "mean_entropy": sample.mean_entropy, "seed": sample.seed}
+def _point_dir(run: _Run, point: Point) -> RunDir:
+    """The point's run folder, open and locked (to be used in a `with`)."""
+    point_record = {"label": point.label, "t": point.t, "a": point.a, "b": point.b,
+                    "weights": {"base": point.weights[0], "A": point.weights[1], "B": point.weights[2]}}
+    return RunDir.open(run.out / POINTS_DIR / point.label, {**run.settings, "point": point_record})
 
 
-def _sample(run: _Run, point: Point):
-    """The point's run folder, sampled where samples are missing (passk's chunks, in order)."""
+def _sample(run: _Run, point: Point, folder: RunDir) -> list[dict]:
+    """The point's samples, drawn where its folder misses some as passk draws them (its chunks and
+    loop, evalkit.rundir.sample_missing), the point's weights loaded first."""
     from evalkit.chunks import draw_chunk, sampling_config
-    from evalkit.rundir import RunDir
+    from evalkit.rundir import sample_missing
 
-    settings = {**run.settings, "point": {"label": point.label, "t": point.t, "a": point.a, "b": point.b,
-                                          "weights": {"base": point.weights[0], "A": point.weights[1],
-                                                      "B": point.weights[2]}}}
-    folder = RunDir.open(run.out / POINTS_DIR / point.label, settings)
-    try:
-        done = {(r["problem_id"], r["sample_index"]) for r in folder.samples()}
-        cfg, n = sampling_config(run.opts), run.opts.n
-        for part in run.chunks:
-            missing = [(p, j) for p in part for j in range(n) if (p.id, j) not in done]
-            if not missing:
-                continue
+    cfg = sampling_config(run.opts)
+
+    def draw(jobs):
+        for index, part in jobs:
             _set_weights(run, point.weights)
-            drawn = draw_chunk(run.model, run.tokenizer, part, cfg, run.stop)
-            grades = run.grader.grade([(drawn[(p.id, j)][0], p) for p, j in missing])
-            folder.append(_record(p, j, *drawn[(p.id, j)], g) for (p, j), g in zip(missing, grades, strict=True))
-            done.update((p.id, j) for p, j in missing)
-        return folder, folder.samples()
-    except BaseException:
-        folder.lock.release()
-        raise
+            yield index, draw_chunk(run.model, run.tokenizer, part, cfg, run.stop)
+
+    sample_missing(folder, run.chunks, run.opts.n, draw, run.grader.grade)
+    return folder.samples()
 
 
 def _fixed_set(run: _Run, endpoint_samples: list[list[dict]]) -> list[dict]:
@@ -240,10 +231,12 @@ def _open(opts: InterpolateOptions, out: Path):
     """Models, readers, task and the run settings (before any folder is written)."""
     from evalkit.checkpoints import open_checkpoint
     from evalkit.checkpoints.validate import same_architecture
-    from evalkit.chunks import chunk_problems, cpu_threads, sampling_config
+    from evalkit.chunks import chunk_problems, sampling_config
     from evalkit.models import identity, load_model, resolve_device, resolve_model
+    from evalkit.rundir import sampled_settings
     from evalkit.sampling import stop_token_ids
-    from evalkit.tasks import grader_version, load_task
+    from evalkit.scale import sampler_version
+    from evalkit.tasks import load_task
 
     device = resolve_device(opts.device)
     task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=opts.task_config_dict())
@@ -259,9 +252,8 @@ def _open(opts: InterpolateOptions, out: Path):
     model, tokenizer = load_model(refs["A"], dtype=opts.dtype, device=device)
     _check_sides(model, sides)
     settings = {"kind": "interpolate-point", "models": {k: identity(r, opts.dtype) for k, r in refs.items()},
-                "task": task.spec.identity(), "grader": grader_version(task.spec.kind), "problems": len(problems),
-                "sampling": sampling_config(opts).effective(), "batch_size": opts.batch_size, "device": device,
-                "cpu_threads": cpu_threads(opts, device)}
+                **sampled_settings(opts, task, len(problems), sampling_config(opts).effective(),
+                                   sampler_version(opts.backend))}
     parts = (model, tokenizer, stop_token_ids(model, tokenizer), sides, task, problems, chunk_problems(problems, opts))
     return parts, settings, device
 
@@ -302,28 +294,25 @@ def run_interpolate(opts: InterpolateOptions, out: Path, progress=None) -> dict:
 
 def _evaluate(run: _Run, progress) -> dict:
     from evalkit.interpolate_outputs import write_outputs
-    from evalkit.passk import summarize
+    from evalkit.rundir import summarize
 
     points = path_points(run.opts)
     ends = [next(p for p in points if p.weights == w) for w in ((0.0, 1.0, 0.0), (0.0, 0.0, 1.0))]
     endpoint_samples = []
     for point in ends:
-        folder, samples = _sample(run, point)
-        folder.lock.release()
-        endpoint_samples.append(samples)
+        with _point_dir(run, point) as folder:
+            endpoint_samples.append(_sample(run, point, folder))
     fixed = _fixed_set(run, endpoint_samples)
     order = sorted(points, key=lambda p: p.weights != run.current)  # the weights loaded now first
     rows, nll, correct = {}, {}, {}
     for done, point in enumerate(order, 1):
-        folder, samples = _sample(run, point)
-        try:
-            summary = summarize(samples, run.opts, run.problems, folder.settings)
+        with _point_dir(run, point) as folder:
+            samples = _sample(run, point, folder)
+            summary = summarize(samples, run.problems, folder.settings, run.opts.record())
             nll[point.label], tokens = _loss(run, point, fixed)
             summary["loss"] = {"mean_token_nll": float(nll[point.label].sum() / max(tokens.sum(), 1)),
                                "tokens": int(tokens.sum()), "completions": "completions.jsonl"}
             folder.write_summary(summary)
-        finally:
-            folder.lock.release()
         correct[point.label] = _per_problem_accuracy(samples, run.problems)
         rows[point.label] = (point, summary)
         if progress:

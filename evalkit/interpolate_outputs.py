@@ -72,6 +72,7 @@ def write_outputs(run, points: list, rows: dict, per_problem: tuple, fixed: list
         "models": run.settings["models"],
         "task": run.settings["task"],
         "grader": run.settings["grader"],
+        "sampler": run.settings["sampler"],
         "problems": len(run.problems),
         "sampling": run.settings["sampling"],
         "options": run.opts.identity(),

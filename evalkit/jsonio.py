@@ -1,14 +1,17 @@
-"""JSON on disk: strict values, atomic replacement, line-atomic appends, tolerant reads.
+"""JSON on disk: strict values, atomic replacement, line-atomic appends, tolerant reads; the
+one sha256 of a file's bytes.
 
     write_json_atomic(path, {"a": 1})      # readers see the old file or the new one, never a part
     append_jsonl(path, records)            # one write per line, fsync: a crash tears at most the last
     read_samples(path)                     # complete lines; a torn last line is ignored
+    file_sha256(path)                      # hex digest, the file read in 4 MiB chunks
 
 Strict JSON: NaN and Inf are written as null, numpy scalars as Python numbers.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -18,7 +21,17 @@ from pathlib import Path
 from evalkit.errors import UsageError
 
 __all__ = ["plain_json", "frame_records", "write_atomic", "write_json_atomic", "jsonl_line", "append_jsonl",
-           "read_jsonl", "read_samples", "split_lines", "cut_torn_line", "REJECTED", "REPAIR_HINT"]
+           "read_jsonl", "read_samples", "split_lines", "cut_torn_line", "file_sha256", "REJECTED", "REPAIR_HINT"]
+
+
+def file_sha256(path: Path, digest=None) -> str:
+    """The sha256 of a file's bytes (hex), read in 4 MiB chunks; given a hashlib `digest`, the
+    bytes are added to it (after whatever it holds) and its hex digest is returned."""
+    digest = digest or hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def plain_json(value):

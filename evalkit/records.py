@@ -34,7 +34,8 @@ __all__ = ["SCHEMA_VERSION", "upgrade", "record_options", "versions", "OPTIONS_A
 # 4: passk records name their sampler (`sampler`: hf-2, then hf-3, since issue 26's preallocated cache).
 # 5: trainer records name the sampler of their rollouts (those of schema 4 were drawn by hf-2, or vllm-1).
 # 6: the vLLM engine's memory options (vllm_memory, vllm_kv_cache) in trainer options.
-SCHEMA_VERSION = 6
+# 7: interpolate's point folders name their sampler (run.json `sampler`, as passk's).
+SCHEMA_VERSION = 7
 
 # Options added after records existed, by the schema that first records them: {name: the value that
 # reproduces what records without it did}. A record of an older schema reads as holding these.
@@ -51,6 +52,9 @@ UNVERSIONED_GRADERS = {"math": "math-1", "reasoning_gym": "reasoning_gym-1"}
 UNVERSIONED_SAMPLERS = {"hf": "hf-1", "vllm": "vllm-1"}
 # The sampler of trainer records of schema 4 (written by evalkit with sampler hf-2, before trainers named theirs).
 SCHEMA_4_SAMPLERS = {"hf": "hf-2", "vllm": "vllm-1"}
+# The sampler of interpolate point records before schema 7, by their schema: the HF sampler of that evalkit
+# (schema 5 began with hf-2, which hf-3 replaced within the hour and 5's committed points were drawn by).
+INTERPOLATE_SAMPLERS = {3: "hf-1", 4: "hf-2", 5: "hf-3", 6: "hf-3"}
 TRAINER_KINDS = ("train-es", "train-grpo", "train-distill")
 # record kind -> the trainer's options class; each trainer module adds its own (evalkit.train imports them all)
 TRAINERS: dict[str, type] = {}
@@ -88,6 +92,8 @@ def upgrade(record: dict) -> dict:
     if version < 5 and kind in TRAINER_KINDS and "sampler" not in record:
         backend = (record.get("options") or {}).get("backend", "hf")
         record["sampler"] = (UNVERSIONED_SAMPLERS if version < 4 else SCHEMA_4_SAMPLERS).get(backend)
+    if kind == "interpolate-point" and "sampler" not in record:
+        record["sampler"] = INTERPOLATE_SAMPLERS.get(version, "hf-1")
     record["schema_version"] = SCHEMA_VERSION
     return record
 

@@ -19,7 +19,6 @@ passk run would; any other unreadable line is refused by number.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -29,11 +28,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.jsonio import append_jsonl, write_atomic, write_json_atomic
+from evalkit.jsonio import append_jsonl, file_sha256, write_atomic, write_json_atomic
 from evalkit.locks import FolderLock
 from evalkit.options import GradingOptions
 from evalkit.records import upgrade
-from evalkit.rundir import SAMPLES, SETTINGS, SUMMARY, check_writable
+from evalkit.rundir import (
+    SAMPLES,
+    SETTINGS,
+    SUMMARY,
+    RunDir,
+    check_writable,
+    estimator_options,
+    summarize,
+)
+from evalkit.tasks import graded_by, grader_version
 
 __all__ = ["run_regrade", "Regraded"]
 
@@ -54,10 +62,7 @@ def run_regrade(run: Path, out: Path | None = None, grading: GradingOptions = Gr
                 progress: Callable | None = None, compare: str | None = None) -> Regraded:
     """Regrade `run` into `out` (default: in place); resumable. With `compare`, grade it also
     with that grader and write the disagreement table (evalkit.grader_compare)."""
-    from evalkit.grading import Grader
-    from evalkit.passk import summarize
-    from evalkit.rundir import RunDir
-    from evalkit.tasks import graded_by, grader_version, load_task_identity
+    from evalkit.tasks import load_task_identity
 
     run, dest = Path(run), Path(out or run)
     check_writable(dest)
@@ -74,46 +79,54 @@ def run_regrade(run: Path, out: Path | None = None, grading: GradingOptions = Gr
         raise UsageError(f"{run}: samples of problems the task no longer has ({', '.join(unknown)})")
     new_settings = {**settings, "grader": grader_version(task.spec.kind)}
     # one writer: a new folder (or one this regrade started) is locked by its RunDir, in place the run's
-    held = RunDir.open(dest, new_settings) if dest != run else FolderLock(run)  # noqa: F841 (held till return)
-    work = _open_work(dest, _digest(run / SAMPLES), new_settings["grader"])
-    done = {(r["problem_id"], r["sample_index"]): r for r in _read_records(dest / WORK)[0]}
+    with RunDir.open(dest, new_settings) if dest != run else FolderLock(run):
+        work = _open_work(dest, file_sha256(run / SAMPLES), new_settings["grader"])
+        regraded = _grade(work, records, by_id, task.spec, grading, progress)
+        old_grader, old_summary = graded_by(settings), _old_summary(run)
+        if dest == run:  # the old grades stay beside the new ones
+            keep = run / f"samples.graded-by-{_slug(old_grader)}.jsonl"
+            _keep(run / SAMPLES, keep)
+            records = _read_records(keep)[0]  # (samples.jsonl may already hold new grades after a crash)
+        options = estimator_options(settings["sampling"]["n"], old_summary.get("options"))  # the run's own
+        previous = summarize(records, problems, settings, options)
+        changed = Counter(f"{a['outcome']} -> {b['outcome']}" for a, b in zip(records, regraded, strict=True)
+                          if a["outcome"] != b["outcome"])
+        _finish_work(dest, regraded)
+        summary = old_summary | summarize(regraded, problems, new_settings, options)
+        summary["model"] = old_summary.get("model", {}) | summary["model"]  # keeps the weights' path
+        summary["regraded"] = {"from": old_grader, "to": new_settings["grader"], "source": str(run),
+                               "changed": sum(changed.values()), "transitions": dict(sorted(changed.items())),
+                               "previous_pass_at_k": previous["pass_at_k"], "previous_outcomes": previous["outcomes"]}
+        write_json_atomic(dest / SUMMARY, summary)
+        write_json_atomic(dest / SETTINGS, new_settings)  # last: until then a rerun regrades again
+        (dest / WORK_STATE).unlink(missing_ok=True)
+        compared = None
+        if compare is not None:
+            from evalkit.grader_compare import compare_graders
+            compared = compare_graders(dest, regraded, by_id, task.spec, compare, grading, progress=progress)
+    return Regraded(summary, previous, dict(changed), torn, compared)
+
+
+def _grade(work: Path, records: list[dict], by_id: dict, spec, grading: GradingOptions, progress) -> list[dict]:
+    """Every record graded again, in the run's order: resumed from the work file, each batch
+    appended to it as it is graded (see the module docstring)."""
+    from evalkit.grading import Grader
+
+    done = {(r["problem_id"], r["sample_index"]): r for r in _read_records(work)[0]}
     todo = [r for r in records if (r["problem_id"], r["sample_index"]) not in done]
     if progress:
         progress(len(done), len(records))
-    with Grader(task.spec, workers=grading.grader_workers, deadline=grading.grade_timeout) as grader:
+    with Grader(spec, workers=grading.grader_workers, deadline=grading.grade_timeout) as pool:
         for start in range(0, len(todo), BATCH):
             batch = todo[start : start + BATCH]
-            grades = grader.grade([(r["completion"], by_id[r["problem_id"]]) for r in batch])
+            grades = pool.grade([(r["completion"], by_id[r["problem_id"]]) for r in batch])
             fresh = [r | {"extracted": g.extracted, "outcome": g.outcome, "detail": g.detail}
                      for r, g in zip(batch, grades, strict=True)]
             append_jsonl(work, fresh)
             done.update(((r["problem_id"], r["sample_index"]), r) for r in fresh)
             if progress:
                 progress(len(done), len(records))
-    regraded = [done[(r["problem_id"], r["sample_index"])] for r in records]  # the run's order
-    old_grader, old_summary = graded_by(settings), _old_summary(run)
-    if dest == run:  # the old grades stay beside the new ones
-        keep = run / f"samples.graded-by-{_slug(old_grader)}.jsonl"
-        _keep(run / SAMPLES, keep)
-        records = _read_records(keep)[0]  # (samples.jsonl may already hold new grades after a crash)
-    opts = _options(old_summary, settings)
-    previous = summarize(records, opts, problems, settings)
-    changed = Counter(f"{a['outcome']} -> {b['outcome']}" for a, b in zip(records, regraded, strict=True)
-                      if a["outcome"] != b["outcome"])
-    _finish_work(dest, regraded)
-    summary = old_summary | summarize(regraded, opts, problems, new_settings)
-    summary["model"] = old_summary.get("model", {}) | summary["model"]  # keeps the weights' path
-    summary["regraded"] = {"from": old_grader, "to": new_settings["grader"], "source": str(run),
-                           "changed": sum(changed.values()), "transitions": dict(sorted(changed.items())),
-                           "previous_pass_at_k": previous["pass_at_k"], "previous_outcomes": previous["outcomes"]}
-    write_json_atomic(dest / SUMMARY, summary)
-    write_json_atomic(dest / SETTINGS, new_settings)  # last: until then a rerun regrades again
-    (dest / WORK_STATE).unlink(missing_ok=True)
-    compared = None
-    if compare is not None:
-        from evalkit.grader_compare import compare_graders
-        compared = compare_graders(dest, regraded, by_id, task.spec, compare, grading, progress=progress)
-    return Regraded(summary, previous, dict(changed), torn, compared)
+    return [done[(r["problem_id"], r["sample_index"])] for r in records]
 
 
 def _read_settings(run: Path) -> dict:
@@ -189,10 +202,6 @@ def _keep(samples: Path, keep: Path) -> None:
         shutil.copy2(samples, keep)
 
 
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _slug(version: str) -> str:
     return re.sub(r"[^A-Za-z0-9.-]+", "_", version).strip("_")
 
@@ -202,15 +211,3 @@ def _old_summary(run: Path) -> dict:
         return json.loads((run / SUMMARY).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-
-
-def _options(old_summary: dict, settings: dict):
-    """The run's own PasskOptions (k, confidence, bootstrap), from summary.json when it has them."""
-    from evalkit.passk import PasskOptions
-
-    stored = old_summary.get("options") or {}
-    values = {k: v for k, v in stored.items() if k in ("n", "ks", "seed", "confidence", "n_boot")}
-    n = settings["sampling"]["n"]
-    values["ks"] = tuple(values.get("ks") or sorted({min(2**i, n) for i in range(n.bit_length())} | {n}))
-    values.setdefault("n", n)
-    return PasskOptions(**values)

@@ -1,9 +1,16 @@
-"""The run directory: append-only samples plus an atomically replaced summary.
+"""The run directory: append-only samples plus an atomically replaced summary. The one writer of
+passk-shaped folders (`evalkit passk`, interpolate's points, import, regrade, the study's passk
+stages all write through it):
+
+    settings = sampled_settings(opts, task, problems, sampling, sampler)   # run.json, after kind and model
+    with RunDir.open(out, {"kind": "passk", "model": model, **settings}) as run:
+        sample_missing(run, chunks, opts.n, executor.map, grader.grade)   # SampleRecord lines
+        run.write_summary(summarize(run.samples(), problems, run.settings, opts.record()))
 
 Layout (DESIGN.md's contract; docs/run-folder.md):
     run.json        the settings that determine the samples (written first)
-    samples.jsonl   one line per (problem, sample index), appended when graded
-    summary.json    identities, settings, per-k estimates, outcome counts
+    samples.jsonl   one line per (problem, sample index), appended when graded (`SampleRecord`)
+    summary.json    identities, settings, per-k estimates, outcome counts (`summarize`)
 
 A crash at any instant loses at most the samples in flight: each line is
 written with one `write` on an O_APPEND descriptor and fsynced per batch; a
@@ -16,7 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
@@ -33,8 +42,8 @@ from evalkit.jsonio import (
 from evalkit.locks import LOCK, FolderLock
 from evalkit.records import SCHEMA_VERSION, upgrade
 
-__all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "check_writable", "discarded_if_unused", "read_settings",
-           "refuse_if_different"]
+__all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "SampleRecord", "sample_missing", "sampled_settings",
+           "summarize", "estimator_options", "check_writable", "discarded_if_unused", "read_settings", "refuse_if_different"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
 RUN_KINDS = ("passk", "train-", "interpolate")  # every run.json evalkit writes has a `kind` starting so
@@ -58,15 +67,17 @@ class RunDir:
         self.settings = {"schema_version": SCHEMA_VERSION, **settings}
 
     @classmethod
-    def open(cls, path: str | Path, settings: dict, *, repair: bool = False) -> RunDir:
-        """Check or create the run folder, and hold its lock while this object lives (one writer).
-        `repair`: corrupt lines of samples.jsonl move to samples.rejected.jsonl (to be sampled again)."""
+    def open(cls, path: str | Path, settings: dict, *, repair: bool = False, inputs: tuple[str, ...] = ()) -> RunDir:
+        """Check or create the run folder, and hold its lock until `release()` or the end of a `with`
+        (one writer). `repair`: corrupt lines of samples.jsonl move to samples.rejected.jsonl (to be
+        sampled again). `inputs`: entries a new folder may already hold, put there by its own writer
+        (an import's task/ folder)."""
         run = cls(Path(path), settings)
         if run.path.exists() and not run.path.is_dir():
             raise UsageError(f"{run.path}: exists and is not a folder")
         run.lock = FolderLock(run.path)
         try:
-            run._check_or_create()
+            run._check_or_create(inputs)
             if repair:
                 run._set_aside_corrupt_lines()
         except BaseException:
@@ -74,7 +85,7 @@ class RunDir:
             raise
         return run
 
-    def _check_or_create(self) -> None:
+    def _check_or_create(self, inputs: tuple[str, ...]) -> None:
         stored_path = self.path / SETTINGS
         if stored_path.exists():
             stored = read_settings(stored_path)
@@ -87,7 +98,7 @@ class RunDir:
             refuse_if_different(self.path, upgrade(stored), self.settings)
             cut_torn_line(self.path / SAMPLES)
             return
-        if any(p.name != LOCK for p in self.path.iterdir()):
+        if any(p.name not in (LOCK, *inputs) for p in self.path.iterdir()):
             raise UsageError(f"{self.path}: folder is not empty and holds no evalkit run; use another --out")
         self.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(stored_path, self.settings)
@@ -117,6 +128,163 @@ class RunDir:
         path = self.path / SUMMARY
         write_json_atomic(path, summary)
         return path
+
+    def __enter__(self) -> RunDir:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lock.release()
+
+
+@dataclass(frozen=True)
+class SampleRecord:
+    """One line of samples.jsonl (docs/run-folder.md): a graded completion."""
+
+    problem_id: str
+    sample_index: int
+    completion: str
+    extracted: str | None
+    outcome: str | None  # None until graded (an import keeping no grades grades them next)
+    detail: str | None
+    num_tokens: int | None  # None: an import without token counts
+    finish_reason: str
+    mean_entropy: float | None
+    seed: int | None
+
+    @classmethod
+    def drawn(cls, problem, sample_index: int, text: str, sample, grade) -> SampleRecord:
+        """A sampled completion (evalkit.sampling.Sample) with its grade."""
+        return cls(problem.id, sample_index, text, grade.extracted, grade.outcome, grade.detail, sample.num_tokens,
+                   sample.finish_reason, sample.mean_entropy, sample.seed)
+
+    def line(self, **extra) -> dict:
+        return asdict(self) | extra
+
+
+def sample_missing(run: RunDir, chunks: list, n: int, draw: Callable, grade: Callable, *, extra: dict | None = None,
+                   progress: Callable | None = None) -> int:
+    """Sample the run's fixed chunks that miss samples, grade them, append what is missing (`extra`
+    added to every line); returns the tokens generated. `draw(jobs)` yields `(chunk index, {(problem
+    id, j): (text, Sample)})` for `jobs = [(chunk index, problems)]`, in any order; `grade` is
+    `Grader.grade`; `progress(done, total, tokens)`."""
+    stored = run.samples()
+    known = {p.id for part in chunks for p in part}
+    if stray := next((r for r in stored if r["problem_id"] not in known), None):
+        raise UsageError(f"{run.path / SAMPLES}: holds a sample of problem {stray['problem_id']!r}, which this "
+                         "task does not have; the folder belongs to another task: use another --out")
+    done = {(r["problem_id"], r["sample_index"]) for r in stored}
+    total, tokens = sum(len(part) for part in chunks) * n, 0
+    if progress:
+        progress(len(done), total, 0)
+    jobs = [(i, part) for i, part in enumerate(chunks) if any((p.id, j) not in done for p in part for j in range(n))]
+    for index, drawn in draw(jobs):
+        missing = [(p, j) for p in chunks[index] for j in range(n) if (p.id, j) not in done]
+        tokens += sum(s.num_tokens for _, s in drawn.values())
+        grades = grade([(drawn[(p.id, j)][0], p) for p, j in missing])
+        run.append(SampleRecord.drawn(p, j, *drawn[(p.id, j)], g).line(**(extra or {}))
+                   for (p, j), g in zip(missing, grades, strict=True))
+        done.update((p.id, j) for p, j in missing)
+        if progress:
+            progress(len(done), total, tokens)
+    return tokens
+
+
+def sampled_settings(opts, task, problems: int, sampling: dict, sampler: str) -> dict:
+    """What decides a passk-shaped folder's samples besides its kind and model(s), as run.json holds
+    it: the task's identity, its grader, the sampler (evalkit.scale.sampler_version: a run drawn by
+    another sampler is not resumed), the problem count, the effective sampling settings, the
+    chunking (`batch_size`: batch composition changes float rounding), the device and CPU threads."""
+    from evalkit.chunks import cpu_threads
+    from evalkit.models import resolve_device
+    from evalkit.tasks import grader_version
+
+    device = resolve_device(opts.device)
+    return {"task": task.spec.identity(), "grader": grader_version(task.spec.kind), "sampler": sampler,
+            "problems": problems, "sampling": sampling, "batch_size": opts.batch_size, "device": device,
+            "cpu_threads": cpu_threads(opts, device)}
+
+
+OUTCOME_COUNTS = ("correct", "incorrect", "no_answer", "timeout", "error")
+
+
+def estimator_options(n: int, stored: dict | None = None) -> dict:
+    """The options `summarize` reads, for a run that does not record them all (an import records
+    only these; a summary of an older evalkit may lack some): `stored` as it is, with n, k at the
+    powers of two below n and n itself, and passk's seed, confidence and n_boot where missing."""
+    from evalkit.options import PasskOptions
+
+    stored = {k: v for k, v in (stored or {}).items() if v is not None and (k != "ks" or v)}
+    default = PasskOptions.defaults()
+    wanted = {"n": n, "ks": sorted({min(2**i, n) for i in range(n.bit_length())} | {n}),
+              **{k: default[k] for k in ("seed", "confidence", "n_boot")}}
+    return stored | {k: v for k, v in wanted.items() if k not in stored}
+
+
+def summarize(records: list[dict], problems, settings: dict, options: dict) -> dict:
+    """summary.json of stored samples: `settings` (run.json's), per-k estimates with intervals,
+    pass^k, maj@k, G-Pass@k and mean@n beside them, and outcome counts. `options` is the run's
+    options as records hold them (`Options.record()`; model and task are in the settings): its
+    `n`, `ks`, `confidence`, `n_boot` and `seed` set the estimates."""
+    from evalkit.jsonio import frame_records
+    from evalkit.records import versions
+    from metrics.passk import passk_table
+
+    per_problem: dict[str, Counter] = {p.id: Counter() for p in problems}
+    for r in records:
+        per_problem[r["problem_id"]][r["outcome"]] += 1
+    ns = [sum(c.values()) for c in per_problem.values()]
+    answered = [(n, c["correct"]) for n, c in zip(ns, per_problem.values(), strict=True) if n > 0]
+    outcomes = Counter(r["outcome"] for r in records)
+    boot = {"n_boot": options["n_boot"], "confidence": options["confidence"], "seed": options["seed"]}
+    table = passk_table([n for n, _ in answered], [c for _, c in answered], list(options["ks"]),
+                        **boot) if answered else None
+    summary = {
+        **settings,
+        "complete": all(n >= options["n"] for n in ns),
+        "versions": versions(),
+        "options": {k: v for k, v in options.items() if k not in ("model", "task")},
+        "samples": len(records),
+        "problems_with_samples": len(answered),
+        "outcomes": {o: outcomes.get(o, 0) for o in OUTCOME_COUNTS},
+        "confidence": options["confidence"],
+        "interval": "percentile bootstrap over problems",
+        "pass_at_k": [] if table is None else frame_records(table),
+    }
+    return summary | _voting(records, answered, list(options["ks"]), boot)
+
+
+def _voting(records: list[dict], answered: list[tuple[int, int]], ks: list[int], boot: dict) -> dict:
+    """pass^k, maj@k, G-Pass@k_tau, mG-Pass@k and mean@n beside pass@k (metrics.voting), with the
+    same bootstrap settings; maj@k needs every incorrect sample's extracted answer (else null)."""
+    from evalkit.jsonio import frame_records
+    from metrics.voting import (
+        TAUS,
+        g_pass_table,
+        maj_table,
+        mean_at_n,
+        mg_pass_table,
+        pass_hat_table,
+        vote_classes,
+    )
+
+    ns, cs = [n for n, _ in answered], [c for _, c in answered]
+    unknown = sum(r["outcome"] == "incorrect" and r.get("extracted") in (None, "") for r in records)
+    maj = None
+    if answered and not unknown:
+        _, classes = vote_classes([r["problem_id"] for r in records], [r["outcome"] == "correct" for r in records],
+                                  [r.get("extracted") if r["outcome"] == "incorrect" else None for r in records])
+        maj = frame_records(maj_table(classes, ks, **boot))
+    return {
+        "pass_hat_k": frame_records(pass_hat_table(ns, cs, ks, **boot)) if answered else [],
+        "maj_at_k": maj,
+        "g_pass_at_k": frame_records(g_pass_table(ns, cs, ks, taus=TAUS, **boot)) if answered else [],
+        "mg_pass_at_k": frame_records(mg_pass_table(ns, cs, ks, **boot)) if answered else [],
+        "mean_at_n": mean_at_n(ns, cs, **boot) if answered else None,
+        "voting": {"definitions": "metrics/voting.py", "g_pass_taus": list(TAUS),
+                   "maj_ties": "split uniformly (the expectation of lm-eval's and lighteval's first-seen rule)",
+                   "maj_not_computed": (f"{unknown} incorrect samples have no extracted answer; `evalkit regrade` "
+                                        "adds them") if unknown else None},
+    }
 
 
 def discarded_if_unused(run_fn):

@@ -9,9 +9,10 @@ import pytest
 from helpers.checkpoints import CONFIG, PLAN, SHAPES, base_values, planted, save, to_bits, write_st  # noqa: F401
 from typer.testing import CliRunner
 
+from evalkit.checkpoints.safetensors import read_header
+from evalkit.checkpoints.tensors import ChunkReader
 from evalkit.diff import DiffOptions, diff_checkpoints
 from evalkit.errors import UsageError
-from evalkit.safetensors_io import ChunkReader, read_header
 
 
 @pytest.fixture(params=["BF16", "F32"])

@@ -8,9 +8,9 @@ import pytest
 from helpers.checkpoints import CONFIG, SHAPES, save, write_st
 from typer.testing import CliRunner
 
+from evalkit.checkpoints.tensors import cast_bits, to_values
 from evalkit.diff import DiffOptions, diff_checkpoints
 from evalkit.errors import UsageError
-from evalkit.safetensors_io import cast_bits, to_values
 
 TORCH = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64"}
 

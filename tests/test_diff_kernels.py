@@ -136,7 +136,7 @@ def test_unknown_kernel_option_is_a_usage_error(tmp_path):
 def test_kernels_match_numpy_on_arbitrary_bit_patterns(kernel, dtype):
     """Every bit pattern may occur (NaN payloads, Inf, subnormals, signed zeros, deltas that
     overflow float32): counts, sums, max and histogram equal the numpy reference's exactly."""
-    from evalkit.safetensors_io import to_values
+    from evalkit.checkpoints.tensors import to_values
 
     rng = np.random.default_rng({"BF16": 1, "F16": 2, "F32": 3}[dtype])
     width = np.uint32 if dtype == "F32" else np.uint16

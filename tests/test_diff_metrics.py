@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.safetensors_io import layer_index, module_kind
+from evalkit.checkpoints.tensors import layer_index, module_kind
 from metrics import weights as W
 
 

@@ -340,7 +340,7 @@ def test_maj_at_k_of_an_import_is_the_exact_vote(tmp_path, tiny_model):
 def test_a_round_trip_of_an_evalkit_run_gives_the_same_summary(tmp_path):
     """The committed demo run (a real evalkit passk run), its samples.jsonl imported back."""
     from evalkit.jsonio import read_samples
-    from evalkit.passk import PasskOptions, summarize
+    from evalkit.rundir import estimator_options, summarize
     from evalkit.tasks import load_task_identity
 
     demo = Path(__file__).resolve().parents[1] / "results" / "demo"
@@ -354,7 +354,7 @@ def test_a_round_trip_of_an_evalkit_run_gives_the_same_summary(tmp_path):
         assert again[key] == original[key], key
     records = read_samples(demo / "samples.jsonl")
     problems = load_task_identity(original["task"]).problems[: original["problems"]]
-    fresh = summarize(records, PasskOptions(n=8, ks=(1, 2, 4, 8)), problems, {})
+    fresh = summarize(records, problems, {}, estimator_options(8))
     for key in ("pass_hat_k", "maj_at_k", "g_pass_at_k", "mg_pass_at_k", "mean_at_n"):
         assert again[key] == fresh[key], key
     stored = [json.loads(line) for line in (tmp_path / "rt" / "samples.jsonl").read_text().splitlines()]

@@ -125,6 +125,19 @@ def test_a_training_run_drawn_by_another_sampler_is_refused_by_name(tiny_model, 
         run_grpo(replace(opts, steps=2), out)
 
 
+def test_interpolate_points_before_schema_7_name_the_sampler_they_were_drawn_by():
+    """Schema 7: interpolate's point folders record their sampler; older ones read as drawn by the
+    HF sampler of their evalkit (the committed study's points: hf-3, as its stages record)."""
+    path = RESULTS / "study-v2" / "interpolate" / "es-grpo" / "seed-0" / "points" / "t+0.0000" / "run.json"
+    point = json.loads(path.read_text())
+    assert point["schema_version"] == 5 and "sampler" not in point
+    assert upgrade(point)["sampler"] == "hf-3"
+    study = json.loads((RESULTS / "study-v2" / "study.json").read_text())
+    assert study["stages"]["interpolate-es-grpo-s0"]["identity"]["sampler"] == "hf-3"
+    assert upgrade({"kind": "interpolate-point", "schema_version": 4})["sampler"] == "hf-2"
+    assert "sampler" not in upgrade({"kind": "diff", "schema_version": 5})
+
+
 def test_trainer_records_before_schema_5_name_the_sampler_they_were_drawn_by():
     options = {"backend": "hf"}
     assert upgrade({"kind": "train-es", "schema_version": 3, "options": options})["sampler"] == "hf-1"

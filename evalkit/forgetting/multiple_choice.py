@@ -35,6 +35,8 @@ NORMS = ("sum", "token", "byte")
 
 @dataclass(frozen=True)
 class McItem:
+    """One question of a multiple-choice file; `answer` indexes `choices`."""
+
     id: str
     question: str
     choices: tuple[str, ...]

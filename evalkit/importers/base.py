@@ -9,7 +9,6 @@ that does not match its format is a UsageError naming the first missing field.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from evalkit.errors import UsageError
 from evalkit.options import GradingOptions, TaskOptions, option
 from evalkit.tasks.base import OUTCOMES
 
-__all__ = ["ImportOptions", "Imported", "need", "sha256", "outcome_of", "message_text", "GRADES", "one_file",
+__all__ = ["ImportOptions", "Imported", "need", "outcome_of", "message_text", "GRADES", "one_file",
            "read_json_lines", "step_file", "reported", "Reported"]
 
 GRADES = ("auto", "keep", "regrade")
@@ -77,16 +76,13 @@ class Imported:
 @dataclass(frozen=True)
 class Reported:
     """The score the tool itself reported for the imported samples: `metric` as it names it,
-    `value` as a fraction, `written` as the file holds it (OpenCompass writes percent), `source`
-    the file it came from."""
+    `value` as a fraction, `as_written` as the file holds it (OpenCompass writes percent),
+    `source` the file it came from. run.json's `import.reported` is its `asdict`."""
 
     metric: str
     value: float
-    written: float
+    as_written: float
     source: str
-
-    def record(self) -> dict:
-        return {"metric": self.metric, "value": self.value, "as_written": self.written, "source": self.source}
 
 
 def reported(metric: str, written, source: Path | str, *, percent: bool = False) -> Reported | None:
@@ -103,14 +99,6 @@ def need(record: Any, key: str, where: str, fmt: str) -> Any:
     if key not in record:
         raise UsageError(f"{where}: no field {key!r}; not a {fmt} file?")
     return record[key]
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def one_file(path: Path, pattern: str, fmt: str) -> Path:

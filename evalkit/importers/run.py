@@ -13,7 +13,7 @@ a task, the file's own gold answers become the task: `task/<name>.jsonl` in the 
 are kept from the file (`--keep-grades`) or made by evalkit's grader (`--regrade`); num_tokens
 come from the file's token ids or counts, else from `--tokenizer`, else stay null. The folder is written beside
 its destination and renamed into place when whole: run.json (`kind: passk`, provenance under
-`import`), samples.jsonl, summary.json (evalkit.passk.summarize, so pass@k, pass^k, maj@k,
+`import`), samples.jsonl, summary.json (evalkit.rundir.summarize, so pass@k, pass^k, maj@k,
 G-Pass@k, mean@n). Problems with fewer samples than others are kept and counted.
 
 Limits: the run's model identity is what the source records (often only a name; no weights hash);
@@ -31,10 +31,12 @@ import re
 import shutil
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.importers.base import Imported, ImportOptions, outcome_of, sha256
+from evalkit.importers.base import Imported, ImportOptions, outcome_of
+from evalkit.jsonio import file_sha256
 
 __all__ = ["run_import", "FORMATS", "reader"]
 
@@ -346,22 +348,19 @@ def _token_counts(imported: Imported, opts: ImportOptions) -> list[int | None]:
 
 
 def _provenance(imported: Imported, opts: ImportOptions) -> dict:
-    files = [{"path": str(f.resolve()), "sha256": sha256(f), "bytes": f.stat().st_size} for f in imported.files]
+    files = [{"path": str(f.resolve()), "sha256": file_sha256(f), "bytes": f.stat().st_size} for f in imported.files]
     record = {"format": imported.format, "sources": files, "mapping": imported.mapping,
               "task": opts.task or "the file's gold answers", "notes": imported.notes}
     if imported.partial:
         record["partial"] = imported.partial
     if imported.reported:
-        record["reported"] = imported.reported.record()
+        record["reported"] = asdict(imported.reported)
     return record
 
 
 def _write(tmp: Path, out: Path, imported: Imported, task, records: list, provenance: dict) -> dict:
     """run.json, samples.jsonl and summary.json into `tmp` (locked), then renamed to `out`."""
-    from evalkit.jsonio import write_json_atomic
-    from evalkit.locks import FolderLock
-    from evalkit.passk import PasskOptions, summarize
-    from evalkit.rundir import SETTINGS, RunDir
+    from evalkit.rundir import RunDir, estimator_options, summarize
 
     per_problem = Counter(r["problem_id"] for r in records)
     n = max(per_problem.values())
@@ -375,20 +374,11 @@ def _write(tmp: Path, out: Path, imported: Imported, task, records: list, proven
                 "task": task.spec.identity(), "grader": grader, "problems": count,
                 "sampling": {"n": n, **imported.sampling},  # settings the source does not record are absent
                 "import": provenance}
-    ks = tuple(sorted({min(2**i, n) for i in range(n.bit_length())} | {n}))
-    opts = PasskOptions(n=n, ks=ks)
-    run = RunDir(tmp, settings)
-    lock = FolderLock(tmp)  # one writer, as for every run folder
-    try:
-        write_json_atomic(tmp / SETTINGS, run.settings)
+    with RunDir.open(tmp, settings, inputs=("task",)) as run:  # one writer, as for every run folder
         run.append(records)
-        summary = summarize(records, opts, task.problems[:count], run.settings)
-        summary["options"] = {"n": n, "ks": list(ks), "seed": opts.seed, "confidence": opts.confidence,
-                              "n_boot": opts.n_boot}
+        summary = summarize(records, task.problems[:count], run.settings, estimator_options(n))
         if imported.partial:  # every figure of a partial import carries the word (console, report)
             summary["partial"] = imported.partial
         run.write_summary(summary)
         os.replace(tmp, out)
-    finally:
-        lock.release()
     return summary

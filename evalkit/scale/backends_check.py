@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.options import ModelOptions, TaskOptions, option
+from evalkit.options import BACKENDS, ModelOptions, TaskOptions, option
 
 __all__ = ["BackendsCheckOptions", "run_backends_check"]
 
@@ -51,7 +51,7 @@ class BackendsCheckOptions(TaskOptions, ModelOptions):
     top_p: float = option(1.0, "Nucleus mass of the sampled runs; 1.0 = off.", above=0, max=1)
     max_new_tokens: int = option(48, "Generation length cap.", min=1)
     seed: int = option(0, "Run seed of the sampled runs.", min=0)
-    batch_size: int = option(64, "Sequences per chunk (passk's --batch-size).", min=1)
+    batch_size: int = option(64, "Sequences per forward pass (passk's --batch-size: its chunk).", min=1)
     grader_workers: int = option(2, "Grader processes.", min=1, identity=False)
 
     def _checks(self) -> None:
@@ -79,7 +79,7 @@ def run_backends_check(opts: BackendsCheckOptions, out: Path, *, progress: Calla
     out.mkdir(parents=True, exist_ok=True)
     greedy = _greedy(opts, say)
     sampled = {}
-    for backend in ("hf", "vllm"):
+    for backend in BACKENDS:
         say(f"sampled run, backend {backend}: {opts.limit} problems x {opts.n}")
         sampled[backend] = run_passk(opts.passk(backend), out / f"sampled-{backend}", progress=progress)
     result = {"options": opts.record(), "greedy": greedy, "sampled": _sampled(opts, out, sampled)}
@@ -206,7 +206,7 @@ def _sampled(opts: BackendsCheckOptions, out: Path, summaries: dict) -> dict:
     from analyses.runs import load_run
     from metrics.compare import paired_passk_difference
 
-    runs = {b: load_run(out / f"sampled-{b}") for b in ("hf", "vllm")}
+    runs = {b: load_run(out / f"sampled-{b}") for b in BACKENDS}
     counts = {}
     for b, run in runs.items():
         df = run.samples

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalkit.importers.base import sha256 as _sha256
+from evalkit.jsonio import file_sha256
+from evalkit.models import weight_files
 
-__all__ = ["SUMS_FILE", "MACHINE_FILE", "machine", "describe_machine", "read_machine", "write_machine", "checkpoint_dirs", "missing_checkpoints", "write_sums", "check_sums", "weight_files"]
+__all__ = ["SUMS_FILE", "MACHINE_FILE", "machine", "describe_machine", "read_machine", "write_machine", "checkpoint_dirs", "missing_checkpoints", "write_sums", "check_sums"]
 
 SUMS_FILE = "weights.sha256"
 MACHINE_FILE = "weights.machine.json"
@@ -38,10 +39,6 @@ def checkpoint_dirs(result: dict) -> list[str]:
     every saved one of a seeded arm, else its final one."""
     dirs = [c["checkpoint"] for c in result.get("checkpoints") or ()]
     return dirs or ([result["checkpoint"]] if result.get("checkpoint") else [])
-
-
-def weight_files(checkpoint: Path) -> list[Path]:
-    return sorted(Path(checkpoint).glob("*.safetensors"))
 
 
 def missing_checkpoints(out: Path, result: dict) -> list[str]:
@@ -91,7 +88,7 @@ def write_sums(folder: Path, checkpoints: list[Path]) -> Path:
     from evalkit.jsonio import write_atomic
 
     folder = Path(folder)
-    lines = [f"{_sha256(f)}  {f.relative_to(folder).as_posix()}\n"
+    lines = [f"{file_sha256(f)}  {f.relative_to(folder).as_posix()}\n"
              for c in checkpoints for f in weight_files(c)]
     write_machine(folder, machine())
     write_atomic(folder / SUMS_FILE, lambda fh: fh.writelines(lines))
@@ -133,6 +130,6 @@ def check_sums(folder: Path) -> list[str]:
         path = Path(folder) / name
         if not path.is_file():
             wrong.append(f"{name}: not written")
-        elif (now := _sha256(path)) != digest:
+        elif (now := file_sha256(path)) != digest:
             wrong.append(f"{name}: sha256 {now[:12]}, recorded {digest[:12]}")
     return wrong

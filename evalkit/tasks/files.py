@@ -10,12 +10,11 @@ Example line: {"id": "q1", "question": "What is 2+2?", "answer": "4"}
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.jsonio import read_jsonl
+from evalkit.jsonio import file_sha256, read_jsonl
 from evalkit.tasks.base import Problem, Task, TaskSpec, first_duplicate
 
 QUESTION_KEYS = ("question", "problem", "prompt")
@@ -30,7 +29,7 @@ def load(path: Path, config: dict | None = None) -> Task:
     records = _read_parquet(path) if path.suffix.lower() == ".parquet" else read_jsonl(path)
     if not records:
         raise UsageError(f"{path}: holds no problems")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = file_sha256(path)
     if config:
         return _load_with(path, records, config, digest)
     problems = []

@@ -69,7 +69,7 @@ from evalkit.tasks.math_forms import (
     scientific,
 )
 from evalkit.tasks.math_text import superscripts
-from evalkit.tasks.math_value import value
+from evalkit.tasks.math_value import braced, value
 
 __all__ = ["normalize", "equivalent", "plain_number", "split_top", "is_prose", "answer_count"]
 
@@ -181,12 +181,8 @@ def _tex_argument(s: str, j: int) -> tuple[str | None, int]:
     if k >= len(s):
         return None, j
     if s[k] == "{":
-        depth = 0
-        for end in range(k, len(s)):
-            depth += {"{": 1, "}": -1}.get(s[end], 0)
-            if depth == 0:
-                return s[k + 1 : end], end + 1
-        return None, j
+        inner, end = braced(s, k)
+        return (inner, end) if inner is not None else (None, j)
     if s[k] == "\\":
         word = re.match(r"\\[a-zA-Z]+", s[k:])
         return (word.group(), k + word.end()) if word else (None, j)

@@ -119,6 +119,12 @@ def _group(text: str, pos: int) -> tuple[str | None, int]:
         return text[pos], pos + 1
     if pos >= len(text) or text[pos] != "{":
         return None, pos
+    return braced(text, pos)
+
+
+def braced(text: str, pos: int) -> tuple[str | None, int]:
+    """What the brace at text[pos] encloses and the position after its closing brace; (None, pos)
+    when it is never closed."""
     depth = 0
     for end in range(pos, len(text)):
         depth += {"{": 1, "}": -1}.get(text[end], 0)
