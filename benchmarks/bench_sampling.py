@@ -200,7 +200,7 @@ def compare(model, tok, prompts, args, stop) -> tuple[dict, dict]:
 
 
 def report(model, tok, prompts, timed: dict, again) -> None:
-    """The RESULT rows; `again()` reruns evalkit's sampler (entropy on) to count its executed FLOPs."""
+    """The RESULT rows; `again` is kept for callers (evalkit.decode's step bypasses Linear hooks)."""
     rate = {name: tokens / best for name, (tokens, best, _, _) in timed.items()}
     base = rate.get("per-problem generate (baseline)")
     if base:  # against the baselines' single runs: evalkit's first run, not its best
@@ -230,14 +230,13 @@ def dense_and_ceiling(model, tok, prompts, timed: dict, again) -> None:
         _, best, _, samples = timed[name]
         shares[name] = useful_flops(model, prefill, samples) / best / peak
     _, best, _, samples = timed["evalkit, entropy"]
-    executed = executed_matmul_flops(model, again)  # same seeds: the timed runs' work
     fed = sum(max(0, s.num_tokens - 1) for s in samples)
     steps = max(s.num_tokens for s in samples) - 1
     ceiling = shape_rate(model, round(fed / max(1, steps))) / peak
     print(f"dense fp32 matmul here: {peak / 1e9:.1f} GFLOP/s; useful weight-matmul rate: evalkit "
           f"{100 * shares['evalkit, entropy']:.1f}%, hf-1 {100 * shares['sampler hf-1, entropy']:.1f}% of it; "
-          f"evalkit executes {executed / 1e9:.0f} GFLOP for {useful_flops(model, prefill, samples) / 1e9:.0f} useful "
-          f"(finished rows kept until compaction); decode ceiling at {round(fed / max(1, steps))} rows per step "
+          f"evalkit's useful matmuls {useful_flops(model, prefill, samples) / 1e9:.0f} GFLOP (no finished row is kept: "
+          f"COMPACT_BELOW = 1); decode ceiling at {round(fed / max(1, steps))} rows per step "
           f"{100 * ceiling:.1f}%")
     share = shares["evalkit, entropy"]
     result("sampler share of the fp32 matmul rate", measured=f"{share * peak / 1e9:.1f} GFLOP/s",

@@ -193,9 +193,11 @@ class Worker:
         self.logits_path = tmp / f"{engine.replace(' ', '_')}.npy"
         job = {**job, "logits_out": str(self.logits_path)}
         env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'benchmarks'}"}
-        self.proc = subprocess.Popen([python, __file__, "--serve", engine, "--job", json.dumps(job)], env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     text=True, cwd=ROOT)
+        self.log = tmp / f"{engine.replace(' ', '_')}.log"
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen([python, __file__, "--serve", engine, "--job", json.dumps(job)], env=env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                         cwd=ROOT)
         self.started = time.perf_counter()
         self.reply()  # ready
         self.startup = time.perf_counter() - self.started
@@ -204,7 +206,8 @@ class Worker:
         for line in self.proc.stdout:
             if line.startswith("{"):
                 return json.loads(line)
-        raise RuntimeError(f"worker exited (code {self.proc.wait()})")
+        lines = [x for x in self.log.read_text(errors="replace").splitlines() if x.strip()]
+        raise RuntimeError(f"worker exited (code {self.proc.wait()}): {lines[-1] if lines else 'no output'}")
 
     def run(self) -> tuple[int, float]:
         self.proc.stdin.write("run\n")
@@ -213,8 +216,9 @@ class Worker:
         return answer["tokens"], answer["seconds"]
 
     def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
 
 
 class Busy:
@@ -319,7 +323,12 @@ def measure(args, engines: list[str]) -> None:
             print(f"{engine}: skipped: {why}")
     engines = [e for e in engines if not unavailable(e)]
     with tempfile.TemporaryDirectory() as tmp:
-        workers = {e: Worker(e, job, Path(tmp)) for e in engines}
+        workers = {}
+        for engine in engines:
+            try:
+                workers[engine] = Worker(engine, job, Path(tmp))
+            except RuntimeError as exc:
+                print(f"{engine}: skipped: it failed to start ({exc})")
         try:
             reference = np.load(workers["evalkit"].logits_path) if "evalkit" in workers else None
             for name, worker in workers.items():
@@ -341,8 +350,14 @@ def rounds(workers: dict, args) -> dict:
             if busy:
                 busy.__enter__()
             try:
-                for name, worker in workers.items():
-                    tokens, seconds = worker.run()
+                for name, worker in list(workers.items()):
+                    try:
+                        tokens, seconds = worker.run()
+                    except RuntimeError as exc:  # one engine failing leaves the others' figures
+                        print(f"{name}: dropped from the rounds: {exc}", flush=True)
+                        rates = {k: v for k, v in rates.items() if k[0] != name}
+                        del workers[name]
+                        continue
                     load = os.getloadavg()[0]
                     rates.setdefault((name, condition), []).append((tokens / seconds, load))
                     print(f"round {r + 1} {condition:4s} {name:13s} {tokens:6d} tokens {seconds:7.2f} s "

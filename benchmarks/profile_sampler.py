@@ -1,12 +1,13 @@
 """Where the sampler's time goes: prefill, decode, cache, draw and Python, against the matmul rate.
 
-    python benchmarks/profile_sampler.py                  # evalkit's sampler (hf-3), 16 prompts x n=8, 64 tokens
+    python benchmarks/profile_sampler.py                  # evalkit's sampler (hf-4), 16 prompts x n=8, 64 tokens
     python benchmarks/profile_sampler.py --sampler hf-1   # the sampler before issue 26 (benchmarks/sampler_hf1.py)
 
-Runs the sampler once to warm up, then twice timed (the faster kept), with a timer around each
+hf-4 is profiled as one lane on one thread (each of its lanes runs so; the phase timers are per
+thread), its share against the one-thread dense rate. Runs the sampler once to warm up, then twice timed (the faster kept), with a timer around each
 phase (exclusive: a phase inside another counts only for itself):
 - prefill: the sampler's `_prefill` (shared prefix, then the rests) and the forwards inside it;
-- decode: the model's forwards after the prefill, less the cache writes inside them;
+- decode: the model's forwards after the prefill (hf-4: evalkit.decode's step), less the cache writes inside them;
 - cache: writing keys/values (hf-1: `DynamicLayer.update`'s torch.cat; hf-3: `InPlaceLayer.update`'s
   in-place copy), the repeat for the n samples and the pruning or compaction of finished rows;
 - draw: `_draw` (softmax, entropy, CDF, search);
@@ -60,6 +61,7 @@ def instrument(phases: Phases, sampler: str, model):
     import sampler_hf1
     from transformers.cache_utils import Cache, DynamicLayer
 
+    import evalkit.decode as decode
     import evalkit.kvcache as kvcache
     import evalkit.sampling as sampling
 
@@ -67,7 +69,7 @@ def instrument(phases: Phases, sampler: str, model):
     patches = [(module, "_prefill", "prefill"), (module, "_draw", "draw"),
                (DynamicLayer, "update", "cache"), (Cache, "batch_select_indices", "cache"),
                (Cache, "batch_repeat_interleave", "cache"), (kvcache.InPlaceLayer, "update", "cache"),
-               (kvcache, "preallocate", "cache")]
+               (kvcache, "preallocate", "cache"), (decode.LlamaStep, "__call__", "decode")]
     saved = [(owner, attr, owner.__dict__[attr]) for owner, attr, _ in patches]
     for owner, attr, name in patches:
         setattr(owner, attr, phases.wrap(name, owner.__dict__[attr]))
@@ -89,8 +91,10 @@ def main() -> None:
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--sampler", choices=("hf-1", "hf-3"), default="hf-3")
+    ap.add_argument("--sampler", choices=("hf-1", "hf-4"), default="hf-4")
     args = ap.parse_args()
+    if args.sampler == "hf-4":
+        torch.set_num_threads(1)  # one lane, on one thread: the phases are timed per thread
     from evalkit.models import load_model, resolve_model
     from evalkit.sampling import SamplingConfig, render_prompt, stop_token_ids
     from evalkit.tasks import load_task
