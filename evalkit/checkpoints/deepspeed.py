@@ -56,8 +56,8 @@ def read_deepspeed(folder: Path) -> dict[str, TensorEntry]:
         except ImportError:
             raise bad(folder, "a DeepSpeed ZeRO checkpoint: reading it needs deepspeed, which is not installed "
                               "(pip install deepspeed; or convert it with its zero_to_fp32.py)") from None
+    from evalkit.checkpoints.pickled import Loaded
     from evalkit.checkpoints.tensors import TORCH_DTYPES
-    from evalkit.checkpoints.torchzip import _Loaded
 
     try:
         with _quiet():
@@ -69,5 +69,5 @@ def read_deepspeed(folder: Path) -> dict[str, TensorEntry]:
     for name, t in state.items():
         dtype = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
         if dtype is not None:
-            tensors[name] = _Loaded(str(folder), dtype, tuple(t.shape), t.detach().contiguous()).entry(name)
+            tensors[name] = Loaded(str(folder), dtype, tuple(t.shape), t.detach().contiguous()).entry(name)
     return tensors

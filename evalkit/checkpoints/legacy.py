@@ -1,7 +1,7 @@
 """torch.save files in the legacy layout (before torch 1.6: not a zip), read weights-only.
 
     from evalkit.checkpoints.legacy import read_legacy
-    tree = read_legacy("old.pth")   # the saved object, tensors as `_Loaded`
+    tree = read_legacy("old.pth")   # the saved object, tensors as `Loaded`
 
 Writer: pytorch `torch/serialization.py` `_legacy_save`: pickles of the magic number, the
 protocol version and sys info, then the object (storages as persistent ids), then the storage
@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import struct
 
+from evalkit.checkpoints.pickled import Loaded, check_view, refusal, walk
 from evalkit.checkpoints.tensors import TORCH_DTYPES, bad
-from evalkit.checkpoints.torchzip import _fits, _Loaded, _walk, refusal
 
 __all__ = ["read_legacy"]
 
@@ -42,9 +42,9 @@ def read_legacy(path: str):
         dtype = TORCH_DTYPES.get(str(t.dtype).removeprefix("torch."))
         if dtype is None:
             raise bad(path, f"tensor {name}: a tensor of {t.dtype} is not read")
-        return _Loaded(path, dtype, tuple(t.shape), t.detach().contiguous())
+        return Loaded(path, dtype, tuple(t.shape), t.detach().contiguous())
 
-    return _walk(tree, one, path=path)
+    return walk(tree, one, path=path)
 
 
 def _check_sizes(path: str) -> None:
@@ -95,6 +95,6 @@ def _check_sizes(path: str) -> None:
         storage = storages.get(t.untyped_storage()._cdata)
         if storage is None:
             raise bad(path, f"tensor {name}: a meta tensor {list(t.shape)} with no data in the file")
-        _fits(path, name, t, storage, file_bytes)
+        check_view(path, name, t, storage, file_bytes)
 
-    _walk(tree, one, path=path)
+    walk(tree, one, path=path)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from evalkit.checkpoints.pickled import Loaded, check_view, refusal, walk
 from evalkit.checkpoints.tensors import DTYPES, TORCH_DTYPES, TensorEntry, bad
 
 __all__ = ["Stored", "read_torch_file", "tensor_entries", "is_torch_zip", "refusal"]
@@ -109,16 +110,6 @@ def is_torch_zip(path: str | Path, base: int = 0) -> bool:
     with open(path, "rb") as fh:
         fh.seek(base)
         return fh.read(4) == b"PK\x03\x04"
-
-
-def refusal(path, exc: Exception) -> Exception:
-    """The one line for a pickle that weights-only loading will not build."""
-    text = str(exc).strip()
-    needs = next((line.strip() for line in text.splitlines() if "GLOBAL" in line or "global" in line),
-                 text.splitlines()[0] if text else type(exc).__name__)
-    return bad(path, f"refused: the pickle asks for more than tensors and plain containers ({needs[:160]}); "
-                     "evalkit loads checkpoints with torch.load(weights_only=True) only, a checkpoint being "
-                     "untrusted input")
 
 
 @dataclass(frozen=True)
@@ -333,7 +324,7 @@ def _data_offset(fh, base: int, info: zipfile.ZipInfo) -> int:
 
 def _stored(path: str, tree, storages: dict, file_bytes: int):
     """The tree with every (meta) tensor replaced by its `Stored`; DTensors keep their spec.
-    Nothing is allocated for a tensor here; what reading it will take is checked now (`_fits`)."""
+    Nothing is allocated for a tensor here; what reading it will take is checked now (`check_view`)."""
     import torch
 
     def one(t, name: str):
@@ -349,26 +340,10 @@ def _stored(path: str, tree, storages: dict, file_bytes: int):
             raise bad(path, f"tensor {name}: a meta tensor {list(t.shape)} with no data in the file (saved from a "
                             "model not yet materialised?)")
         start, nbytes = where
-        _fits(path, name, t, nbytes, file_bytes)
+        check_view(path, name, t, nbytes, file_bytes)
         return Stored(path, start, nbytes, dtype, tuple(t.shape), tuple(t.stride()), t.storage_offset())
 
-    return _walk(tree, one, path=path)
-
-
-def _fits(path: str, name: str, t, storage_bytes: int, file_bytes: int) -> None:
-    """A tensor's view lies inside its storage, and reading it takes no more bytes than its file
-    holds: a view whose strides overlap (stride 0, `expand`) is not expanded past the file's size,
-    so a 1.6 KB file cannot ask for 128 GiB."""
-    size = t.element_size()
-    extent = (t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1
-              if t.numel() else 0)
-    if extent * size > storage_bytes:
-        raise bad(path, f"tensor {name}: its view {list(t.shape)} (strides {list(t.stride())}) reaches past the end "
-                        f"of its {storage_bytes}-byte storage")
-    if t.numel() * size > file_bytes:
-        raise bad(path, f"tensor {name}: {t.numel()} elements ({t.numel() * size} bytes) viewed over a storage of "
-                        f"{storage_bytes} bytes (strides {list(t.stride())}), more than the file's {file_bytes} bytes; "
-                        "evalkit reads no tensor larger than the file holding it")
+    return walk(tree, one, path=path)
 
 
 @dataclass(frozen=True)
@@ -380,53 +355,16 @@ class _DTensorStored:
     mesh_dims: tuple | None
 
 
-def _walk(tree, fn, name: str = "", depth: int = 0, path=None):
-    """`fn(tensor, name)` on every tensor of a saved object (`name`: its key path); containers
-    nested more than `MAX_DEPTH` levels are refused (a pickle builds any depth without recursing)."""
-    import torch
-
-    from evalkit.schema import MAX_DEPTH
-
-    if depth > MAX_DEPTH:
-        raise bad(path or "?", f"the saved object is nested more than {MAX_DEPTH} levels deep; not a state dict")
-    if isinstance(tree, torch.Tensor):
-        return fn(tree, repr(name.lstrip(".")) if name else "(the saved tensor)")
-    if isinstance(tree, dict):
-        return {k: _walk(v, fn, f"{name}.{k}", depth + 1, path) for k, v in tree.items()}
-    if isinstance(tree, (list, tuple)):
-        items = [_walk(v, fn, f"{name}[{i}]", depth + 1, path) for i, v in enumerate(tree)]
-        return items if isinstance(tree, list) else tuple(items)
-    return tree
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    file: str
-    dtype: str
-    shape: tuple[int, ...]
-    tensor: object
-
-    def entry(self, name: str) -> TensorEntry:
-        n = math.prod(self.shape) * DTYPES[self.dtype][0]
-        return TensorEntry(name, self.file, self.dtype, self.shape, 0, n, source=self._bits)
-
-    def _bits(self) -> np.ndarray:
-        import torch
-
-        bits = {1: torch.uint8, 2: torch.uint16, 4: torch.uint32, 8: torch.uint64}[DTYPES[self.dtype][0]]
-        return self.tensor.view(bits).reshape(-1).numpy()
-
-
 def tensor_entries(tree, path) -> dict[str, TensorEntry]:
     """{name: TensorEntry} of a state dict (a flat {str: tensor} mapping); `{"state_dict": ...}`
     and `{"model": ...}` wrappers are opened; non-tensor values are left out."""
     tree = _state_dict(tree, path)
-    return {name: value.entry(name) for name, value in tree.items() if isinstance(value, (Stored, _Loaded))}
+    return {name: value.entry(name) for name, value in tree.items() if isinstance(value, (Stored, Loaded))}
 
 
 def _state_dict(tree, path) -> dict:
     if isinstance(tree, dict):
-        tensors = [v for v in tree.values() if isinstance(v, (Stored, _Loaded, _DTensorStored))]
+        tensors = [v for v in tree.values() if isinstance(v, (Stored, Loaded, _DTensorStored))]
         if not tensors:
             for key in ("state_dict", "model", "module", "model_state_dict"):
                 if isinstance(tree.get(key), dict):
