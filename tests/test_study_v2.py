@@ -31,11 +31,12 @@ def test_the_v2_study_plans_every_arm_per_seed_with_its_stopping_rule_and_contro
         assert f"sparsity-s{seed}" in names and f"interpolate-es-grpo-s{seed}" in names
     assert names[0] == "splits" and names[-2:] == ["findings", "report"]
     assert {"train-bf16-es", "train-bf16-grpo", "sparsity-bf16"} <= set(names)
-    o = spec.evaluations
-    assert (o["passk"]["n"], max(o["passk"]["k"]), o["passk-nucleus"]["temperature"], o["passk-nucleus"]["top_p"]) \
+    o = spec.evaluations  # the evaluators' own options objects, as the stages run them
+    assert (o["passk"].n, max(o["passk"].ks), o["passk-nucleus"].temperature, o["passk-nucleus"].top_p) \
         == (128, 64, 0.6, 0.95)
-    assert o["forgetting"]["kl_task"] == "letter_counting" and o["forgetting"]["mc_files"] == [
-        ["facts", "studies/data/facts-mc.jsonl"]]
+    assert o["forgetting"].kl_task == "letter_counting" and o["forgetting"].mc_files == (
+        ("facts", "studies/data/facts-mc.jsonl"),)
+    assert spec.recorded("forgetting")["mc_files"] == [["facts", "studies/data/facts-mc.jsonl"]]
 
 
 def test_a_seed_changes_only_its_own_stages():

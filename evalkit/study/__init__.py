@@ -301,6 +301,7 @@ def _record_plan(out: Path, spec, stages, state: dict) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     spec_record = {k: v for k, v in asdict(spec).items() if k != "methods" and not (k == "claims" and v is None)}
     spec_record["methods"] = {name: [asdict(t) for t in trainers] for name, trainers in spec.methods.items()}
+    spec_record["evaluations"] = {name: spec.recorded(name) for name in spec.evaluations}
     state = {"schema_version": SCHEMA_VERSION, "kind": "study", "title": spec.title, "spec": plain_json(spec_record),
              "plan": [{"stage": s.name, "out": s.out, "needs": list(s.needs), "tokens_estimate": s.tokens,
                        "identity_hash": identity_hash(s.identity)} for s in stages],

@@ -24,7 +24,7 @@ from pathlib import Path
 __all__ = ["matched_sparsity", "scale_free"]
 
 
-def matched_sparsity(base: str, arms: dict, options: dict, out: Path) -> dict:
+def matched_sparsity(base: str, arms: dict, options, out: Path) -> dict:
     from evalkit.diff import DiffOptions, diff_checkpoints, write_outputs
     from evalkit.jsonio import plain_json, write_atomic, write_json_atomic
     from metrics.sparsity import gaussian_top_share
@@ -41,7 +41,7 @@ def matched_sparsity(base: str, arms: dict, options: dict, out: Path) -> dict:
                               **{k: overall[k] for k in ("rel_norm", "update_norm", "changed_frac_bits",
                                                          "changed_frac_atol", "changed_frac_rel")}})
     moved = {arm: [r for r in rs if r["rel_norm"] > 0] for arm, rs in rows.items()}  # a zero update has no shape
-    qs = list(options["qs"])
+    qs = list(options.qs)
     stats, ranks, matched = {}, [], None
     if moved["es"] and moved["grpo"]:
         es, grpo = min(((a, b) for a in moved["es"] for b in moved["grpo"]),
@@ -49,7 +49,7 @@ def matched_sparsity(base: str, arms: dict, options: dict, out: Path) -> dict:
         matched = {"es": es, "grpo": grpo, "norm_ratio_es_over_grpo": es["rel_norm"] / grpo["rel_norm"]}
         for arm, row in (("es", es), ("grpo", grpo)):
             path = next(c["path"] for c in arms[arm] if c["step"] == row["step"])
-            stats[arm], matrices = scale_free(base, path, qs, rank=options["rank"])
+            stats[arm], matrices = scale_free(base, path, qs, rank=options.rank)
             ranks += [{"arm": arm, "step": row["step"], **m} for m in matrices]
     report = {"kind": "study-sparsity", "checkpoints": rows, "matched": matched, "qs": qs,
               "top_share": {arm: s["top_share"] for arm, s in stats.items()},

@@ -129,11 +129,20 @@ class StudySpec:
     eval_task: dict  # name, size, seed, config, limit
     budget: dict  # unit, per_method, spent (per method, first samplings), at_most (methods with hints)
     methods: dict  # name -> tuple of Trainer (one; es-grpo: ES then GRPO)
-    evaluations: dict  # name -> options dict, defaults filled in
+    evaluations: dict  # name -> its evaluator's options object (PasskOptions, DiffOptions, ...), validated
     report_title: str
     seeds: tuple = ()  # training seeds (a seeded study); () = one run at `seed`
     validation: dict | None = None  # ValidationOptions' values with the split's task (seeded studies)
     claims: str | None = None  # the claims file (analyses.claims), registered before the first training stage
+
+    def recorded(self, name: str) -> dict:
+        """Evaluation `name` as stage identities and study.json hold it: the keys a study file may
+        set, with the options' values (defaults where the file is silent); a key added since
+        studies recorded it is left out at the value they ran with (ADDED_KEYS)."""
+        opts = self.evaluations[name]
+        values = {key: plain(getattr(opts, _field(opts, key))) for key in EVALUATIONS[name]}
+        added = ADDED_KEYS.get(name, {})
+        return {k: v for k, v in values.items() if not (k in added and v == added[k])}
 
 
 def read_spec(path: Path) -> StudySpec:
@@ -418,11 +427,7 @@ def _evaluations(table: dict) -> dict:
             raise UsageError(f"evaluations.{name}: expected a table of options")
         if name == "forgetting":
             options = _mc_files(options, prefix)
-        opts = _evaluator(name).from_table(options, prefix, allowed=set(EVALUATIONS[name]))
-        # the study's keys with the class's values (its defaults where the file is silent)
-        values = {key: plain(getattr(opts, _field(opts, key))) for key in EVALUATIONS[name]}
-        added = ADDED_KEYS.get(name, {})
-        out[name] = {k: v for k, v in values.items() if not (k in added and v == added[k])}
+        out[name] = _evaluator(name).from_table(options, prefix, allowed=set(EVALUATIONS[name]))
     return out
 
 

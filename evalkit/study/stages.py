@@ -79,10 +79,10 @@ def plan(spec: StudySpec) -> list[Stage]:
     passk = tuple(s.name for s in stages if s.name.startswith("passk-") and not s.name.startswith("passk-nucleus"))
     for name, make in (("entropy", _entropy), ("length", _length)):
         if name in ev:
-            stages.append(_report_stage(name, passk, ev[name], make(ev[name])))
+            stages.append(_report_stage(name, passk, spec.recorded(name), make(ev[name])))
     if "groups" in ev and not spec.seeds:
         needs = ("passk-base", *(("train-grpo",) if "grpo" in spec.methods else ()))
-        stages.append(_report_stage("groups", needs, ev["groups"], _groups(spec)))
+        stages.append(_report_stage("groups", needs, spec.recorded("groups"), _groups(spec)))
     if not spec.seeds:
         stages += _one_run_comparisons(spec)
     claims = {"claims": "docs/study.md", "seeded": True} if spec.seeds else {"claims": "docs/references.md"}
@@ -139,7 +139,7 @@ def _seeded(spec: StudySpec) -> list[Stage]:
                 stages.append(_diff(spec, [m], seed))
             if "forgetting" in ev:
                 stages.append(_forgetting(spec, m, seed))
-    if "sparsity" in ev and pair and ev["sparsity"]["bf16_completions"]:
+    if "sparsity" in ev and pair and ev["sparsity"].bf16_completions:
         stages += [_train_bf16(spec, m) for m in ("es", "grpo")]
         stages.append(_sparsity_bf16(spec))
     return stages
@@ -419,7 +419,7 @@ def pick(rows: list[dict], rule: str) -> dict:
 def _bf16_trainer(spec: StudySpec, method: str):
     """The arm's trainer in bf16, the first seed, bf16_completions' worth of updates, one checkpoint."""
     t = spec.methods[method][0]
-    count = max(1, round(spec.evaluations["sparsity"]["bf16_completions"] / t.opts.completions_per_unit()))
+    count = max(1, round(spec.evaluations["sparsity"].bf16_completions / t.opts.completions_per_unit()))
     return replace(t.opts, dtype="bfloat16", seed=spec.seeds[0], save_every=count, **{t.opts.units: count})
 
 
@@ -440,12 +440,9 @@ def _train_bf16(spec: StudySpec, method: str) -> Stage:
 # ---------------------------------------------------------------- evaluations
 
 
-def _passk_opts(spec: StudySpec, o: dict, model: str, task: str):
-    from evalkit.options import PasskOptions
-
-    return PasskOptions(model=model, task=task, n=o["n"], ks=tuple(o["k"]), temperature=o["temperature"],
-                        top_p=o["top_p"], max_new_tokens=o["max_new_tokens"], batch_size=o["batch_size"],
-                        seed=o["seed"], limit=None, dtype=spec.dtype, device=spec.device)
+def _passk_opts(spec: StudySpec, o, model: str, task: str):
+    """The evaluation's options on one model and the whole held-out split."""
+    return replace(o, model=model, task=task, limit=None, dtype=spec.dtype, device=spec.device)
 
 
 def _passk(spec: StudySpec, kind: str, model: str, seed: int | None) -> Stage:
@@ -463,8 +460,8 @@ def _passk(spec: StudySpec, kind: str, model: str, seed: int | None) -> Stage:
             summary = run_passk(opts, folder, progress=progress)
         return {"run": _rel(folder, root), "complete": summary["complete"]}
 
-    tokens = spec.eval_task["limit"] * o["n"] * o["max_new_tokens"]
-    identity = {"model": model, **_seed_key(spec, seed), kind: o, "dtype": spec.dtype}
+    tokens = o.cost(spec.eval_task["limit"])["tokens"]
+    identity = {"model": model, **_seed_key(spec, seed), kind: spec.recorded(kind), "dtype": spec.dtype}
     return Stage(f"{kind}-{_tag(model, seed)}", out, (_data(spec), *_source(spec, model, seed)), identity, tokens,
                  run, weights=_trained(model, seed))
 
@@ -492,9 +489,9 @@ def _curves(spec: StudySpec, model: str, seed: int | None) -> Stage:
         return {"points": rows}
 
     n_points = 1 if model == "base" else sum(len(saved_steps(t.opts)) for t in spec.methods[model])
-    tokens = n_points * spec.eval_task["limit"] * o["n"] * o["max_new_tokens"]
+    tokens = n_points * o.cost(spec.eval_task["limit"])["tokens"]
     return Stage(f"curves-{_tag(model, seed)}", out, ("splits", *_trained(model, seed)),
-                 {"curves": o, "model": model, "seed": seed, "dtype": spec.dtype}, tokens, run,
+                 {"curves": spec.recorded("curves"), "model": model, "seed": seed, "dtype": spec.dtype}, tokens, run,
                  weights=_trained(model, seed))
 
 
@@ -508,14 +505,14 @@ def _runs(root: Path, results: dict) -> list:
     return [load_run(root / r["run"]) for key, r in results.items() if key.startswith("passk-")]
 
 
-def _entropy(options: dict):
+def _entropy(options):
     def run(folder: Path, results: dict) -> dict:
         from analyses.sample_stats import entropy_report, write_report
         from evalkit.errors import UsageError
 
         runs = _runs(folder.parent, results)
         try:
-            report = entropy_report(runs, fit=options["fit"])
+            report = entropy_report(runs, fit=options.fit)
         except UsageError as exc:  # e.g. every run at one entropy: the table still stands
             report = entropy_report(runs)
             report.notes["fit_not_made"] = str(exc)
@@ -525,12 +522,12 @@ def _entropy(options: dict):
     return run
 
 
-def _length(options: dict):
+def _length(options):
     def run(folder: Path, results: dict) -> dict:
         from analyses.sample_stats import length_report, write_report
 
         base, *others = _runs(folder.parent, results)  # passk-base is the first stage read
-        write_report(length_report(others, base=base, quantiles=options["quantiles"]), folder)
+        write_report(length_report(others, base=base, quantiles=options.quantiles), folder)
         return {"file": f"{folder.name}/length.json"}
 
     return run
@@ -545,8 +542,8 @@ def _groups(spec: StudySpec):
         o, root = spec.evaluations["groups"], folder.parent
         log = root / "train" / "grpo" / "metrics.jsonl" if "train-grpo" in results else None
         kept = {"train_log": log, "train_group_size": spec.methods["grpo"][0].opts.group_size} if log else {}
-        report = groups_report(load_run(root / results["passk-base"]["run"]), group_sizes=o["group_sizes"],
-                               target=o["target"], **kept)
+        report = groups_report(load_run(root / results["passk-base"]["run"]), group_sizes=list(o.group_sizes),
+                               target=o.target, **kept)
         write_report(report, folder)
         return {"file": f"{folder.name}/groups.json"}
 
@@ -561,28 +558,23 @@ def _diff(spec: StudySpec, models: list[str], seed: int | None) -> Stage:
 
     def run(folder: Path, results: dict) -> dict:
         from evalkit.console import bytes_progress
-        from evalkit.diff import DiffOptions, diff_checkpoints, write_outputs
+        from evalkit.diff import diff_checkpoints, write_outputs
 
         root = _root(folder, out)
         paths = [spec.base_model, *(_checkpoint(spec, m, seed, results, root) for m in models)]
         as_dtype = None if spec.dtype == "float32" else spec.dtype  # compare in the training dtype
         with bytes_progress(f"diff {label}") as progress:
-            result = diff_checkpoints(paths, DiffOptions(atol=o["atol"], threads=o["threads"], as_dtype=as_dtype),
-                                      progress=progress)
+            result = diff_checkpoints(paths, replace(o, as_dtype=as_dtype), progress=progress)
         write_outputs(result, folder)
         return {"file": _rel(folder / "diff.json", root)}
 
     which = {"models": models} if seed is None else {"model": models[0], "seed": seed}
     trained = tuple(t for m in models for t in _trained(m, seed))
     needs = tuple(s for m in models for s in _source(spec, m, seed))
-    return Stage(f"diff-{label}", out, needs, {"diff": o, **which, "dtype": spec.dtype}, 0, run, weights=trained)
+    return Stage(f"diff-{label}", out, needs, {"diff": spec.recorded("diff"), **which, "dtype": spec.dtype}, 0, run,
+                 weights=trained)
 
 
-def _forgetting_options(spec: StudySpec, **given):
-    from evalkit.forgetting.runner import ForgettingOptions
-
-    o = spec.evaluations["forgetting"]
-    return ForgettingOptions(**{**o, "mc_files": tuple(tuple(x) for x in o.get("mc_files", ()))}, **given)
 
 
 def _forgetting(spec: StudySpec, model: str, seed: int | None) -> Stage:
@@ -593,16 +585,16 @@ def _forgetting(spec: StudySpec, model: str, seed: int | None) -> Stage:
         from evalkit.forgetting.runner import run_forgetting
 
         root = _root(folder, out)
-        opts = _forgetting_options(spec, base=spec.base_model, model=_checkpoint(spec, model, seed, results, root),
-                                   train_task=spec.train_task["name"], dtype=spec.dtype, device=spec.device)
+        opts = replace(spec.evaluations["forgetting"], base=spec.base_model, train_task=spec.train_task["name"],
+                       model=_checkpoint(spec, model, seed, results, root), dtype=spec.dtype, device=spec.device)
         with counted_progress() as progress:
             report = run_forgetting(opts, folder, progress=progress)
         return {"file": _rel(folder / "forgetting.json", root), "verdict": report["verdict"]}
 
     which = {"method": model} if seed is None else {"model": model, "seed": seed}
     return Stage(f"forgetting-{_tag(model, seed)}", out, _source(spec, model, seed),
-                 {"forgetting": spec.evaluations["forgetting"], **which, "dtype": spec.dtype},
-                 _forgetting_options(spec).cost()["tokens"], run, weights=_trained(model, seed))
+                 {"forgetting": spec.recorded("forgetting"), **which, "dtype": spec.dtype},
+                 spec.evaluations["forgetting"].cost()["tokens"], run, weights=_trained(model, seed))
 
 
 def _interpolate(spec: StudySpec, seed: int | None) -> Stage:
@@ -612,25 +604,21 @@ def _interpolate(spec: StudySpec, seed: int | None) -> Stage:
     out = _folder("interpolate", "es-grpo", seed)
 
     def run(folder: Path, results: dict) -> dict:
-        from evalkit.interpolate import InterpolateOptions, run_interpolate
+        from evalkit.interpolate import run_interpolate
 
         root = _root(folder, out)
-        opts = InterpolateOptions(model=_checkpoint(spec, "es", seed, results, root),
-                                  other=_checkpoint(spec, "grpo", seed, results, root),
-                                  task=_heldout_file(spec, results, root), dtype=spec.dtype, device=spec.device,
-                                  points=o["points"], n=o["n"], ks=tuple(o["k"]), temperature=o["temperature"],
-                                  max_new_tokens=o["max_new_tokens"], batch_size=o["batch_size"], limit=o["limit"],
-                                  seed=o["seed"])
+        opts = replace(o, model=_checkpoint(spec, "es", seed, results, root), dtype=spec.dtype, device=spec.device,
+                       other=_checkpoint(spec, "grpo", seed, results, root), task=_heldout_file(spec, results, root))
         barrier = run_interpolate(opts, folder)["barrier"]
         return {"file": _rel(folder / "interpolate.json", root),
                 "loss_barrier": (barrier.get("loss") or {}).get("height"),
                 "error_barrier": (barrier.get("error") or {}).get("height")}
 
-    limit = min(o["limit"] or spec.eval_task["limit"], spec.eval_task["limit"])
-    tokens = o["points"] * limit * o["n"] * o["max_new_tokens"]
+    tokens = o.points * o.cost(min(o.limit or spec.eval_task["limit"], spec.eval_task["limit"]))["tokens"]
     needs = (_data(spec), *_source(spec, "es", seed), *_source(spec, "grpo", seed))
     return Stage(f"interpolate-es-grpo{'' if seed is None else f'-s{seed}'}", out, needs,
-                 {"interpolate": o, **({} if seed is None else {"seed": seed}), "dtype": spec.dtype}, tokens, run,
+                 {"interpolate": spec.recorded("interpolate"), **({} if seed is None else {"seed": seed}),
+                  "dtype": spec.dtype}, tokens, run,
                  weights=(*_trained("es", seed), *_trained("grpo", seed)))
 
 
@@ -647,8 +635,8 @@ def _sparsity(spec: StudySpec, seed: int) -> Stage:
         return {"file": _rel(folder / "sparsity.json", root), "matched": report["matched"]}
 
     trains = (f"train-es-s{seed}", f"train-grpo-s{seed}")
-    return Stage(f"sparsity-s{seed}", f"sparsity/seed-{seed}", trains, {"sparsity": o, "seed": seed}, 0, run,
-                 weights=trains)
+    return Stage(f"sparsity-s{seed}", f"sparsity/seed-{seed}", trains, {"sparsity": spec.recorded("sparsity"),
+                                                                         "seed": seed}, 0, run, weights=trains)
 
 
 def _sparsity_bf16(spec: StudySpec) -> Stage:
