@@ -95,6 +95,16 @@ class TrainOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
 
 
 @dataclass(frozen=True)
+class GradientOptions(TrainOptions):
+    """What the gradient trainers (GRPO, distillation) share: steps of prompts, clipped AdamW."""
+
+    steps: int = option(50, "Gradient steps (total; raise it to extend a run).", min=1, identity=False)
+    prompts_per_step: int = option(4, "Prompts per step.", min=1)
+    max_grad_norm: float = option(1.0, "Gradient clipping norm.", above=0)
+    weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0).", min=0)
+
+
+@dataclass(frozen=True)
 class Policy:
     """What a trainer's step samples and grades with: the model being trained and its tokenizer,
     the grader, the stop ids, the options; `sampler` another engine's sampling (evalkit.train.vllm),

@@ -30,7 +30,7 @@ from typing import ClassVar
 from evalkit.errors import UsageError
 from evalkit.options import MIN_TEMPERATURE, option
 from evalkit.records import TRAINERS
-from evalkit.train.common import TrainOptions
+from evalkit.train.common import GradientOptions
 
 __all__ = ["DistillOptions", "run_distill", "select_tokens", "distill_loss", "SELECT"]
 
@@ -38,12 +38,10 @@ SELECT = ("divergence", "entropy", "random")
 
 
 @dataclass(frozen=True)
-class DistillOptions(TrainOptions):
+class DistillOptions(GradientOptions):
     kind: ClassVar[str] = "distill"
 
     teacher: str = option("", "Teacher checkpoint (its tokenizer must be the student's).")
-    steps: int = option(50, "Distillation steps (total; raise it to extend a run).", min=1, identity=False)
-    prompts_per_step: int = option(4, "Prompts per step (--samples-per-prompt student samples each).", min=1)
     samples_per_prompt: int = option(4, "Student samples per prompt and step.", min=1)
     lr: float = option(1e-5, "AdamW learning rate (constant).", above=0)
     temperature: float = option(1.0, "Sampling temperature of the student's samples.", min=MIN_TEMPERATURE)
@@ -54,8 +52,6 @@ class DistillOptions(TrainOptions):
     select: str = option("divergence", "Which tokens: divergence (largest KL, same pass), entropy (student's most "
                          "uncertain) or random (the control).", choices=SELECT)
     micro_batch: int = option(4, "Sequences per forward/backward (memory, not the result).", min=1)
-    max_grad_norm: float = option(1.0, "Gradient clipping norm.", above=0)
-    weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0).", min=0)
 
     def completions_per_unit(self) -> int:
         return self.prompts_per_step * self.samples_per_prompt  # the student's; teacher-forcing generates none

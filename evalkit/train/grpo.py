@@ -42,7 +42,7 @@ from typing import ClassVar
 
 from evalkit.options import MIN_TEMPERATURE, option
 from evalkit.records import TRAINERS
-from evalkit.train.common import Policy, TrainOptions
+from evalkit.train.common import GradientOptions, Policy
 from evalkit.train.guidance import Rollout
 
 __all__ = ["GRPOOptions", "run_grpo", "policy_loss", "LossSpec", "Policy", "collect_batch", "token_logprobs", "LOSS_TYPES"]
@@ -51,13 +51,11 @@ LOSS_TYPES = ("grpo", "dapo", "dr_grpo")
 
 
 @dataclass(frozen=True)
-class GRPOOptions(TrainOptions):  # backend vllm: groups sampled by a colocated vLLM engine
+class GRPOOptions(GradientOptions):  # backend vllm: groups sampled by a colocated vLLM engine
     kind: ClassVar[str] = "grpo"
 
     group_size: int = option(8, "Completions per prompt G (TRL num_generations: 8).", min=2,
                              note="a group needs at least 2 samples (TRL default 8)")
-    prompts_per_step: int = option(4, "Prompts per step (groups of --group-size).", min=1)
-    steps: int = option(50, "Training steps (total; raise it to extend a run).", min=1, identity=False)
     lr: float = option(1e-6, "AdamW learning rate (constant).", above=0)
     loss: str = option("dapo", "Aggregation: grpo (per sequence), dapo (per token), dr_grpo (B * max_new_tokens).",
                        choices=LOSS_TYPES)  # dapo: TRL 1.x default
@@ -71,8 +69,6 @@ class GRPOOptions(TrainOptions):  # backend vllm: groups sampled by a colocated 
     max_sampling_rounds: int = option(4, "Sampling rounds allowed per step with --dynamic-sampling.", min=1)
     updates_per_batch: int = option(1, "AdamW steps per sampled batch (TRL num_iterations; >1 makes clipping "
                                     "active).", min=1)
-    max_grad_norm: float = option(1.0, "Gradient clipping norm.", above=0)
-    weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0).", min=0)
     micro_batch: int = option(2, "Sequences per forward/backward (memory, not the result).", min=1)
     temperature: float = option(1.0, "Sampling temperature of GRPO groups (and of its log-probs, as TRL).",
                                 min=MIN_TEMPERATURE,
