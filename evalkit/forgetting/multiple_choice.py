@@ -39,8 +39,8 @@ class McItem:
 
     id: str
     question: str
-    choices: tuple[str, ...]
     answer: int
+    choices: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def read_items(text: str, where: str) -> tuple[McItem, ...]:
             ok = isinstance(answer, int) and not isinstance(answer, bool) and 0 <= answer < len(choices)
             if len(choices) < 2 or not ok:
                 raise ValueError("need at least 2 choices and an answer index within them")
-            items.append(McItem(str(row.get("id", f"{lineno}")), str(row["question"]), choices, answer))
+            items.append(McItem(str(row.get("id", f"{lineno}")), str(row["question"]), answer, choices))
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise UsageError(
                 f"--mc-file {where}: line {lineno} is not a valid item ({exc}); expected "
