@@ -20,14 +20,16 @@ __all__ = ["ItemOutcome", "EvalSettings", "greedy_completions"]
 
 @dataclass(frozen=True)
 class EvalSettings(GradingOptions):
-    """How every benchmark is run; the same for base and model. grader_workers: grader /
-    sandbox processes; grade_timeout: seconds per graded item or program (wall clock)."""
+    """How every benchmark is run; the same for base and model (evalkit forgetting's options
+    inherit these). grader_workers: grader / sandbox processes; grade_timeout: seconds per graded
+    item or program (wall clock)."""
 
-    max_new_tokens: int = option(0, "Generation cap per item (0 = each benchmark's own default).", min=0)
-    batch_size: int = option(8, "Sequences per forward pass (items generated or scored together).", min=1)
-    seed: int = option(0, "Seed of the items drawn and of the bootstrap.", min=0)
-    mc_norm: str = option("sum", "Multiple-choice score: sum, token or byte normalised log-likelihood.",
-                          choices=("sum", "token", "byte"))
+    max_new_tokens: int = option(0, "Generation cap; 0 = per-benchmark default (reasoning-gym 96, HumanEval 384).",
+                                 min=0)
+    batch_size: int = option(8, "Sequences per forward pass (prompts, or choice sequences).", min=1)
+    seed: int = option(0, "Seed for decoding, the bootstrap and KL sampling.", min=0)
+    mc_norm: str = option("sum", "Multiple-choice score: sum (log-likelihood), token (per token) or byte (per UTF-8 "
+                          "byte).", choices=("sum", "token", "byte"))
 
     def tokens(self, default: int) -> int:
         return self.max_new_tokens or default

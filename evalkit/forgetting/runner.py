@@ -39,14 +39,14 @@ from evalkit.errors import UsageError
 from evalkit.forgetting import BENCHMARKS, MC_FORMAT, SUITES
 from evalkit.forgetting.generate import EvalSettings, ItemOutcome
 from evalkit.jsonio import plain_json
-from evalkit.options import GradingOptions, ModelOptions, option
+from evalkit.options import ModelOptions, option
 from evalkit.records import versions
 
 __all__ = ["ForgettingOptions", "resolve_suite", "run_forgetting", "compare", "verdict", "output_files"]
 
 
 @dataclass(frozen=True)
-class ForgettingOptions(GradingOptions, ModelOptions):
+class ForgettingOptions(EvalSettings, ModelOptions):
     """`model` (and `base`, the same kind of value), dtype and device as in evalkit.options;
     grader_workers: grader / sandbox processes; grade_timeout: seconds per graded item."""
 
@@ -58,13 +58,6 @@ class ForgettingOptions(GradingOptions, ModelOptions):
                                      "KL(pi_base || pi_model) on its prompts.")
     limit: int = option(50, "Items per benchmark (the first N); 0 = all.", min=0)
     task_seed: int = option(0, "Seed of the reasoning-gym generators (same items for both models).", min=0)
-    max_new_tokens: int = option(0, "Generation cap; 0 = per-benchmark default (reasoning-gym 96, HumanEval 384).",
-                                min=0)
-    batch_size: int = option(8, "Sequences per forward pass (prompts, or choice sequences).", min=1)
-    seed: int = option(0, "Seed for decoding, the bootstrap and KL sampling.", min=0)
-    mc_norm: str = option("sum", "Multiple-choice score: sum (log-likelihood), token (per token) or byte (per UTF-8 "
-                          "byte).",
-                          choices=("sum", "token", "byte"))
     kl_task: str | None = option(None, "Task whose prompts the KL uses instead of --train-task's (a task not "
                                  "trained on: the KL then measures drift off the training distribution, not movement "
                                  "on it).")
@@ -270,7 +263,7 @@ class _Run:
 
     def __init__(self, opts: ForgettingOptions, journal, loaded, refs: dict, device: str, progress):
         self.opts, self.journal, self.loaded, self.device, self.progress = opts, journal, loaded, device, progress
-        self.settings = EvalSettings(**{f.name: getattr(opts, f.name) for f in fields(EvalSettings)})
+        self.settings = opts  # its EvalSettings are how every benchmark is run
         self.models = _Models(refs, opts.dtype, device)
         self.ranges = {(name, side): _ranges(kind, module, items, opts.batch_size)
                        for name, kind, module, items in loaded for side in SIDES}
