@@ -54,9 +54,9 @@ class ForgettingOptions(EvalSettings, ModelOptions):
     suite: str = option("default", "Suite name (default, reasoning, code) or comma-separated benchmarks, e.g. "
                          "'word_sorting,humaneval'.")
     mc_files: tuple[tuple[str, str], ...] = option((), "(benchmark name, JSONL path) of multiple-choice files.")
+    limit: int = option(50, "Items per benchmark (the first N); 0 = all.", min=0)
     train_task: str | None = option(None, "Training task (evalkit task name or file): also estimate forward "
                                      "KL(pi_base || pi_model) on its prompts.")
-    limit: int = option(50, "Items per benchmark (the first N); 0 = all.", min=0)
     task_seed: int = option(0, "Seed of the reasoning-gym generators (same items for both models).", min=0)
     kl_task: str | None = option(None, "Task whose prompts the KL uses instead of --train-task's (a task not "
                                  "trained on: the KL then measures drift off the training distribution, not movement "
