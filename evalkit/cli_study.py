@@ -27,13 +27,18 @@ def study(
     Example: evalkit study studies/smoke.toml --out runs/smoke   (then: evalkit study ... --dry-run)
     """
     from evalkit.console import console, print_study_plan
-    from evalkit.study import pending_remakes, run_study, stage_status, study_plan
+    from evalkit.sampling import SAMPLER_VERSION
+    from evalkit.study import pending_remakes, recorded_sampler, run_study, stage_status, study_plan
 
     if dry_run:
         plan_spec, stages, state = study_plan(spec, out)
         recorded = state.get("stages", {})
         print_study_plan(plan_spec, stages, [stage_status(out, s, state) for s in stages], out,
                          [(recorded.get(s.name) or {}).get("seconds") for s in stages])
+        then = recorded_sampler(state)
+        if then is not None and then != SAMPLER_VERSION:
+            console.print(f"drawn by sampler {then}; this evalkit draws with {SAMPLER_VERSION}: done stages stay done, "
+                          "a stage still to draw is refused (it would mix the two)")
         again = pending_remakes(out, stages, state)
         if again:
             console.print(f"checkpoints not in {out}, trained again (and checked against weights.sha256) before "

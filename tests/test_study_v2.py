@@ -219,3 +219,34 @@ def test_the_curves_figure_draws_each_seeds_placebo_floor_from_the_base_as_its_l
     assert [(f["x"], f["y"]) for f in floors] == [([0, 384, 768], [0.027, 0.03, 0.03]),
                                                    ([0, 384, 768], [0.027, 0.04, 0.04])]
     assert not any(s.get("floor") for spec in (drawn["specs"][0], drawn["specs"][2]) for s in spec["series"])
+
+
+@pytest.mark.parametrize("sampler", ["hf-3", "hf-99"])
+def test_the_committed_v2_study_is_done_under_any_sampler_and_refuses_to_draw_more_under_another(
+        sampler, monkeypatch, tmp_path):
+    """results/study-v2 was drawn by sampler hf-3. Under a later sampler it still reads as done (its
+    stages keep the sampler they were drawn with); a stage still to draw is refused, naming both
+    samplers, rather than mixing two samplers' samples in one study. A stage that only reads
+    (findings) may run again."""
+    import shutil
+
+    import evalkit.sampling
+    from evalkit.errors import UsageError
+    from evalkit.study import _same_sampler, stage_status, study_plan
+
+    monkeypatch.setattr(evalkit.sampling, "SAMPLER_VERSION", sampler)
+    root = Path(__file__).parents[1] / "results" / "study-v2"
+    _, stages, state = study_plan(STUDIES / "seed-cpu-v2.toml", root)
+    states = {stage.name: stage_status(root, stage, state) for stage in stages}
+    assert set(states.values()) == {"done"}, {k: v for k, v in states.items() if v != "done"}
+    copy = tmp_path / "study"
+    copy.mkdir()
+    shutil.copy(root / "study.json", copy / "study.json")  # every stage folder missing: all "to run"
+    _, stages, state = study_plan(STUDIES / "seed-cpu-v2.toml", copy)
+    findings = [s for s in stages if s.name == "findings"]
+    _same_sampler(copy, findings, state)  # reads only: allowed
+    if sampler == "hf-3":
+        _same_sampler(copy, stages, state)
+    else:
+        with pytest.raises(UsageError, match="drawn by sampler hf-3 .* draws with hf-99"):
+            _same_sampler(copy, stages, state)

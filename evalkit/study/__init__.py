@@ -24,7 +24,7 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["run_study", "study_plan", "stage_status", "pending_remakes", "STUDY_FILE"]
+__all__ = ["run_study", "study_plan", "stage_status", "pending_remakes", "recorded_sampler", "STUDY_FILE"]
 
 STUDY_FILE = "study.json"
 
@@ -35,7 +35,35 @@ def study_plan(spec_path: Path, out: Path) -> tuple:
     from evalkit.study.stages import plan
 
     spec = read_spec(spec_path)
-    return spec, plan(spec), _state(out)
+    state = _state(out)
+    return spec, plan(spec, recorded_sampler(state)), state
+
+
+# stages that read what others drew and draw nothing themselves (any other stage samples or trains)
+READS_ONLY = ("splits", "diff", "sparsity", "entropy", "length", "groups", "findings", "report")
+
+
+def recorded_sampler(state: dict) -> str | None:
+    """The sampler a seeded study in progress draws with, as its study.json records it in its
+    stages' identities (None: a new study, or one without seeds)."""
+    return next((st["identity"]["sampler"] for st in (state.get("stages") or {}).values()
+                 if isinstance(st.get("identity"), dict) and "sampler" in st["identity"]), None)
+
+
+def _same_sampler(out: Path, todo: list, state: dict) -> None:
+    """A UsageError when a stage still to draw would draw with another sampler than the study's
+    done stages did (a study started before a sampler change): its samples would not be
+    comparable with theirs. A finished study still reads as done, and reading stages rerun."""
+    from evalkit.sampling import SAMPLER_VERSION
+
+    then = recorded_sampler(state)
+    if then is None or then == SAMPLER_VERSION:
+        return
+    draws = [s.name for s in todo if not s.name.startswith(READS_ONLY) and stage_status(out, s, state) != "done"]
+    if draws:
+        raise UsageError(f"{out}: this study's samples were drawn by sampler {then} (study.json) and this evalkit "
+                         f"draws with {SAMPLER_VERSION}; finishing {draws[0]} would mix the two: run the study "
+                         "again into another --out (or with the evalkit it was started with)")
 
 
 def run_study(spec_path: Path, out: Path, *, only: str | None = None, until: str | None = None,
@@ -59,6 +87,7 @@ def run_study(spec_path: Path, out: Path, *, only: str | None = None, until: str
         state = _state(out)
         todo = [s for s in _through(stages, until) if only is None or s.name == only]
         _refuse(out, todo, stages, state)  # before anything is written: a refused study leaves study.json as it was
+        _same_sampler(out, todo, state)
         state = _record_plan(out, spec, stages, state)
         makers = {n for s in stages for n in s.weights}
         _register_claims(out, spec, [s for s in stages if s.name in makers], state)

@@ -72,8 +72,10 @@ def identity_hash(identity: dict) -> str:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def plan(spec: StudySpec) -> list[Stage]:
-    """Every stage of the study, in the order they run."""
+def plan(spec: StudySpec, sampler: str | None = None) -> list[Stage]:
+    """Every stage of the study, in the order they run. A seeded study's stages name `sampler`, the
+    sampler the study draws with: the one it was started with (evalkit.study.recorded_sampler),
+    else this evalkit's."""
     stages = _seeded(spec) if spec.seeds else _one_run(spec)
     ev = spec.evaluations
     passk = tuple(s.name for s in stages if s.name.startswith("passk-") and not s.name.startswith("passk-nucleus"))
@@ -88,10 +90,10 @@ def plan(spec: StudySpec) -> list[Stage]:
     claims = {"claims": "docs/study.md", "seeded": True} if spec.seeds else {"claims": "docs/references.md"}
     stages.append(_report_stage("findings", tuple(s.name for s in stages), claims, _findings(spec)))
     stages.append(_report(spec, tuple(s.name for s in stages)))
-    if spec.seeds:  # a study resumed by another sampler redoes what it draws, rather than mixing two samplers' runs
+    if spec.seeds:  # evalkit.study refuses to go on drawing under another sampler, rather than mix two samplers' runs
         from evalkit.sampling import SAMPLER_VERSION
 
-        stages = [replace(s, identity={**s.identity, "sampler": SAMPLER_VERSION}) for s in stages]
+        stages = [replace(s, identity={**s.identity, "sampler": sampler or SAMPLER_VERSION}) for s in stages]
     return _with_inputs(stages)
 
 
