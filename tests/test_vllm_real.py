@@ -232,3 +232,39 @@ def test_backends_check_on_a_small_job(tmp_path, device, builtin_model):
     text = (tmp_path / "check" / "check.md").read_text()
     assert "Greedy completions" in text and "| 1 |" in text
     assert json.loads((tmp_path / "check" / "check.json").read_text())["greedy"]["problems"] == 3
+
+
+def test_a_divergence_gets_both_engines_margins_and_they_agree(engine, device):
+    """backends-check's margins on a planted divergence: the HF greedy completion of one problem, and
+    a copy whose second token is HF's runner-up there. HF's margin is its top-1 minus top-2 logit;
+    vLLM's margin for the runner-up over the greedy token is the same gap, negative, to float error."""
+    from dataclasses import replace as dc_replace
+
+    import torch
+
+    from evalkit.chunks import LocalChunks
+    from evalkit.forced import forced_forward
+    from evalkit.models import resolve_model
+    from evalkit.passk import PasskOptions
+    from evalkit.scale.backends_check import _compare, _prompt_ids
+
+    ex, _ = engine
+    opts = PasskOptions(model="smollm2-135m", task="arith", n=1, ks=(1,), limit=1, max_new_tokens=8,
+                        temperature=0.0, device=device)
+    hf = LocalChunks(resolve_model("smollm2-135m"), opts, device)
+    try:
+        problem = _chunks(opts)[0][0]
+        (_, greedy), = dict(hf.map([(0, [problem])]))[0].values()
+        prompt = _prompt_ids(hf.tokenizer, problem.prompt)
+        with torch.inference_mode():
+            logits, _ = forced_forward(hf.model, [list(prompt) + list(greedy.token_ids[:1])], left=True, keep=1)
+        top2 = torch.topk(logits[0, -1].double(), 2)
+        assert int(top2.indices[0]) == greedy.token_ids[1]
+        other = dc_replace(greedy, token_ids=(greedy.token_ids[0], int(top2.indices[1]), *greedy.token_ids[2:]))
+        row = _compare(hf, ex, prompt, greedy, other, problem.id)
+    finally:
+        hf.close()
+    gap = float(top2.values[0] - top2.values[1])
+    assert not row["identical"] and row["position"] == 1
+    assert row["hf_margin"] == pytest.approx(gap, abs=1e-6)
+    assert row["vllm_margin"] == pytest.approx(-gap, abs=1e-3)
