@@ -60,6 +60,7 @@ __all__ = [
     "tensor_seed",
     "member_seeds",
     "checksums",
+    "step_record",
 ]
 
 CHUNK = 1 << 20  # elements per noise chunk; a multiple of 16 keeps CPU randn's stream intact
@@ -253,14 +254,25 @@ def restore_(params, member_seed: int, sigma: float, noise: str, fixes: dict) ->
     per_tensor(one, params)
 
 
-def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> None:
-    """theta += alpha / N * sum_n z_n eps_n per tensor, summed in fp32, rounded once."""
+def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> dict:
+    """theta += alpha / N * sum_n z_n eps_n per tensor, summed in fp32, rounded once.
+
+    Returns what the step did, measured where it is applied (no extra pass over the weights):
+    `update/norm`, the L2 norm of the change actually stored (new - old in the weights' dtype,
+    read in fp32); `update/norm_fp32`, the norm of alpha/N sum z_n eps_n before rounding; and
+    `update/changed_frac`, the share of elements whose bits changed. Squares are summed in float64
+    chunk by chunk by numpy on CPU, so the figures do not depend on torch's thread count (a Ray
+    actor's line equals the one-process trainer's)."""
     import torch
 
     n_members = len(seeds)
+    d = sum(p.numel() for p in params)
+    stats = {"update/norm": 0.0, "update/norm_fp32": 0.0, "update/changed_frac": 0.0, "update/params": d}
     active = [(s, float(zn)) for s, zn in zip(seeds, z, strict=True) if zn != 0.0]
     if not active or alpha == 0.0:
-        return  # all rewards equal: the update vanishes (and adding +0.0 would flip -0.0 bits)
+        return stats  # all rewards equal: the update vanishes (and adding +0.0 would flip -0.0 bits)
+    applied = intended = 0.0
+    changed = 0
     for i, p in enumerate(params):
         # one generator per member, all drawing into one shared buffer: memory stays at two chunks
         gens = [(torch.Generator(device=p.device).manual_seed(tensor_seed(s, i, noise)), zn) for s, zn in active]
@@ -274,7 +286,36 @@ def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> None:
             for gen, zn in gens:
                 torch.randn(k, generator=gen, out=eps[:k])
                 acc[:k].add_(eps[:k], alpha=zn)
-            part.copy_((part.float() + acc[:k].mul_(alpha / n_members)).to(part.dtype))
+            step = acc[:k].mul_(alpha / n_members)
+            old = part.float()
+            new = (old + step).to(part.dtype)
+            intended += _square_sum(step.square())
+            applied += _square_sum((new.float() - old).square_())
+            changed += int(torch.ne(_bits(new), _bits(part)).sum())
+            part.copy_(new)
+    return {**stats, "update/norm": applied**0.5, "update/norm_fp32": intended**0.5, "update/changed_frac": changed / d}
+
+
+def _square_sum(squares) -> float:
+    """Sum of a chunk of squares in float64: numpy's (one thread, fixed order) on CPU."""
+    import numpy as np
+    import torch
+
+    if squares.device.type == "cpu":
+        return float(np.sum(squares.numpy(), dtype=np.float64))
+    return float(squares.sum(dtype=torch.float64))
+
+
+def step_record(update: dict | None, sigma: float) -> dict:
+    """The metrics line's step-size fields from `es_update_`'s figures: the perturbations' norm
+    `sigma * sqrt(d)` (the radius the members explored: E||sigma eps|| for d i.i.d. normals, to a
+    relative 1/(4d)) and the step's norm over it. With z-scored fitness (sum z_n^2 = N whenever the
+    fitness has any spread) the step is about `alpha * sqrt(d / N)`, so the ratio is about
+    `alpha / (sigma * sqrt(N))`: 0.091 at the paper's N 30, sigma 1e-3, alpha 5e-4."""
+    if update is None:  # not measured (a Ray update whose every replica was replaced)
+        return {}
+    radius = sigma * update["update/params"] ** 0.5
+    return {**update, "perturbation/norm": radius, "update/over_perturbation": update["update/norm"] / radius}
 
 
 def member_fitness(model, tokenizer, problems, grader, opts: ESOptions, stop, sampler=None) -> tuple[float, list]:
@@ -343,8 +384,8 @@ def es_iteration(policy, task, step: int) -> dict:
         fitness.append(reward)
         samples += member_samples
     z = population_zscores(fitness)
-    es_update_(params, seeds, z, opts.alpha, opts.noise)
-    record = iteration_record(step, fitness, samples, residual, misses)
+    update = es_update_(params, seeds, z, opts.alpha, opts.noise)
+    record = {**iteration_record(step, fitness, samples, residual, misses), **step_record(update, opts.sigma)}
     if dense:
         record.update(reward=center, reward_std=None, fitness_kind="answer_logprob")
     return record
@@ -365,6 +406,8 @@ def iteration_record(step: int, rewards, samples, residual: int, fixups: int) ->
         "fitness/std": float(r.std()),
         "fitness/min": float(r.min()),
         "fitness/max": float(r.max()),
+        "fitness/spread": float(r.max() - r.min()),
+        "fitness/distinct": int(np.unique(r).size),
         "zero_spread": bool(r.max() == r.min()),
         "restore_residual": int(residual),
         "restore_fixups_per_member": fixups / len(r),

@@ -51,6 +51,7 @@ from evalkit.train.es import (
     member_seeds,
     perturb_,
     restore_,
+    step_record,
 )
 
 __all__ = ["run_es_ray", "ESWorker", "RayPopulation", "ReplicaMismatch"]
@@ -68,6 +69,7 @@ class ESWorker:
     def __init__(self, opts: ESOptions, device: str, threads: int):
         self.opts, self.device, self.threads = opts, device, threads
         self.sums: list[int] = []  # checksums of the weights at the start of the current iteration
+        self.last_update: dict | None = None  # es_update_'s figures of the last update applied
 
     def prepare(self) -> int:
         """What needs no weights: the task, the grader (started in the background), torch's threads.
@@ -110,7 +112,7 @@ class ESWorker:
         if self.grader_error:
             raise self.grader_error[0]
         for seeds, z in updates:
-            es_update_(self.params, seeds, z, opts.alpha, opts.noise)
+            self.last_update = es_update_(self.params, seeds, z, opts.alpha, opts.noise)
         self.sums = checksums(self.params)
         return self.sums
 
@@ -138,9 +140,13 @@ class ESWorker:
         }
 
     def update(self, seeds: list[int], z: list[float]) -> list[int]:
-        es_update_(self.params, seeds, z, self.opts.alpha, self.opts.noise)
+        self.last_update = es_update_(self.params, seeds, z, self.opts.alpha, self.opts.noise)
         self.sums = checksums(self.params)
         return self.sums
+
+    def update_figures(self) -> dict | None:
+        """es_update_'s figures of the last update (the step's norm, its changed fraction)."""
+        return self.last_update
 
     def save(self, out: str, step: int, state: dict) -> str:
         from evalkit.train.common import save_checkpoint
@@ -234,8 +240,9 @@ class RayPopulation:
             submit(slot)
         return [results[n] for n in range(len(seeds))]
 
-    def update(self, step: int, seeds: list[int], z: list[float]) -> None:
-        """Every replica applies the update; a dead one is replaced (its replay includes it)."""
+    def update(self, step: int, seeds: list[int], z: list[float]) -> dict | None:
+        """Every replica applies the update; a dead one is replaced (its replay includes it).
+        Returns es_update_'s figures, from actor 0 (every replica applies the same update)."""
         from ray.exceptions import OutOfMemoryError, RayActorError
 
         self.updates.append((seeds, z))  # first, so a replacement replays this step too
@@ -247,6 +254,10 @@ class RayPopulation:
             except (RayActorError, OutOfMemoryError):
                 sums.append(self._replace(slot))
         self.check(sums, step)
+        try:
+            return self.ray.get(self.actors[0].update_figures.remote())
+        except (RayActorError, OutOfMemoryError):  # died since: the figures are lost, not the weights
+            return None
 
     def check(self, sums: list[list[int]], step: int) -> None:
         for slot, other in enumerate(sums[1:], start=1):
@@ -322,8 +333,8 @@ def run_es_ray(opts: ESOptions, out: Path, *, progress: Callable | None = None) 
             seeds = member_seeds(opts.seed, step, opts.population)
             members = pop.evaluate(step, seeds)
             z = population_zscores([m["reward"] for m in members])
-            pop.update(step, seeds, [float(v) for v in z])
-            record = es_record(step, seeds, members)
+            update = pop.update(step, seeds, [float(v) for v in z])
+            record = {**es_record(step, seeds, members), **step_record(update, opts.sigma)}
             log.append(record)
             if step % opts.save_every == 0 or step == opts.iterations:
                 pop.save(out, step, {"kind": "es", "seed": opts.seed})
