@@ -116,5 +116,7 @@ from evalkit.cli_import import import_samples  # noqa: E402
 app.command("import")(handle_errors(import_samples))
 from evalkit.cli_interpolate import interpolate  # noqa: E402
 app.command("interpolate")(handle_errors(interpolate))
+from evalkit.cli_masked import masked  # noqa: E402
+app.command("masked")(handle_errors(masked))
 from evalkit.cli_backends import backends_check  # noqa: E402
 app.command("backends-check")(handle_errors(backends_check))

@@ -88,6 +88,21 @@ def build(cls, given: dict, **overrides):
             continue
         value = given[names[-1]]  # an old name, when given, over the default under the new one
         if isinstance(value, str) and typing.get_origin(hints[f.name]) is tuple:
-            value = tuple(int_list(value, "--" + _spelled(f).replace("_", "-"), example="1,2,4", required=False))
+            value = _items(value, typing.get_args(hints[f.name])[0], "--" + _spelled(f).replace("_", "-"))
         chosen[f.name] = value
     return cls(**chosen)
+
+
+def _items(text: str, kind: type, option: str) -> tuple:
+    """A comma-separated list option's values, as the field's element type (int, float or str)."""
+    from evalkit.errors import UsageError
+
+    if kind is int:
+        return tuple(int_list(text, option, example="1,2,4", required=False))
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if kind is float:
+        try:
+            return tuple(float(x) for x in parts)
+        except ValueError as exc:
+            raise UsageError(f"{option} {text!r}: expected comma-separated numbers, e.g. 0.01,0.05,1") from exc
+    return tuple(parts)
