@@ -23,6 +23,8 @@ A study you can cite (studies/seed-cpu-v2.toml) adds:
     [validation]                the stopping rule's split and rule (evalkit.study.options.ValidationOptions)
     [evaluations.curves]        passk options at every saved checkpoint (pass@1, pass@k, entropy over training)
     [evaluations.passk-nucleus] a second passk setting at the picked checkpoints (e.g. T = 0.6, top-p 0.95)
+    [evaluations.passk-final]   passk at each arm's final checkpoint too (the picked one has passk's)
+    [evaluations.masked]        MaskOptions: ES's and GRPO's picks with their updates masked to the top q
     [evaluations.sparsity]      SparsityOptions: matched-norm, scale-free statistics, short bf16 runs
     forgetting's kl_task and mc_files: KL on another task's prompts, multiple-choice files by name
     claims = "studies/x.claims.toml"   the pre-registered claims (analyses.claims), recorded before training
@@ -79,6 +81,8 @@ EVALUATIONS = {  # evaluator -> the keys a study file may set (defaults: the eva
     "interpolate": ("points", "n", "k", "temperature", "max_new_tokens", "batch_size", "limit", "seed"),
     "curves": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
     "passk-nucleus": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
+    "passk-final": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
+    "masked": ("fractions", "mask_by", "scope", "mask_seed"),
     "sparsity": ("qs", "bf16_completions", "rank"),
 }
 EVALUATIONS["forgetting"] += ("kl_task", "mc_files")
@@ -86,7 +90,7 @@ EVALUATIONS["forgetting"] += ("kl_task", "mc_files")
 # studies ran: left out of the options (and so of the stage identity) at that value, so a study
 # recorded before them still reads as done.
 ADDED_KEYS = {"forgetting": {"kl_task": None, "mc_files": []}}
-SEEDED_ONLY = ("curves", "passk-nucleus", "sparsity")  # evaluations of a study with `seeds`
+SEEDED_ONLY = ("curves", "passk-nucleus", "passk-final", "sparsity", "masked")  # evaluations of a study with `seeds`
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
 SAMPLE = 50  # problems generated per split to check names, configs and ids
 TOP_KEYS = {"title", "base_model", "dtype", "device", "seed", "seeds", "train_task", "eval_task", "validation",
@@ -451,12 +455,14 @@ def _evaluator(name: str):
     from evalkit.diff import DiffOptions
     from evalkit.forgetting.runner import ForgettingOptions
     from evalkit.interpolate import InterpolateOptions
+    from evalkit.masking import MaskOptions
     from evalkit.options import EntropyOptions, GroupsOptions, LengthOptions, PasskOptions
     from evalkit.study.options import SparsityOptions
 
     return {"passk": PasskOptions, "entropy": EntropyOptions, "length": LengthOptions, "groups": GroupsOptions,
             "diff": DiffOptions, "forgetting": ForgettingOptions, "interpolate": InterpolateOptions,
-            "curves": PasskOptions, "passk-nucleus": PasskOptions, "sparsity": SparsityOptions}[name]
+            "curves": PasskOptions, "passk-nucleus": PasskOptions, "passk-final": PasskOptions,
+            "sparsity": SparsityOptions, "masked": MaskOptions}[name]
 
 
 def _field(opts, key: str) -> str:

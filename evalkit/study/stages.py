@@ -28,6 +28,10 @@ checkpoints along training and a stopping rule on a validation split:
     curves/<base|m/seed-<s>>/      [evaluations.curves] passk on the held-out split at every saved
                                    checkpoint (pass@1, pass@k and entropy over training)
     passk/, passk-nucleus/         [evaluations.passk] / [evaluations.passk-nucleus] at the picked checkpoints
+    passk-final/<m>/seed-<s>/      [evaluations.passk-final] at each arm's final checkpoint (stage
+                                   final-passk-<m>-s<s>; the picked run when the pick is the final)
+    masked/<es|grpo>/seed-<s>/     [evaluations.masked] evalkit.masking at the pick: the gain its top-q
+                                   update entries keep, on the validation split (greedy)
     diff/, forgetting/, interpolate/es-grpo/   as above, per seed, at the picked checkpoints
     sparsity/seed-<s>/             evalkit.study.sparsity: ES and GRPO at matched update norm, scale free
     train-bf16/<es|grpo>/, sparsity/bf16/   a short bf16-trained run per arm, diffed in bf16 bits
@@ -136,6 +140,10 @@ def _seeded(spec: StudySpec) -> list[Stage]:
                 stages += [make(spec, seed) for key, make in (("sparsity", _sparsity), ("interpolate", _interpolate))
                            if key in ev]
             stages.append(_passk(spec, "passk", m, seed))
+            if "passk-final" in ev:
+                stages.append(_passk_final(spec, m, seed))
+            if "masked" in ev and m in ("es", "grpo"):
+                stages.append(_masked(spec, m, seed))
             stages += [_passk(spec, k, m, seed) if k != "curves" else _curves(spec, m, seed) for k in evaluations]
             if "diff" in ev:
                 stages.append(_diff(spec, [m], seed))
@@ -466,6 +474,60 @@ def _passk(spec: StudySpec, kind: str, model: str, seed: int | None) -> Stage:
     identity = {"model": model, **_seed_key(spec, seed), kind: spec.recorded(kind), "dtype": spec.dtype}
     return Stage(f"{kind}-{_tag(model, seed)}", out, (_data(spec), *_source(spec, model, seed)), identity, tokens,
                  run, weights=_trained(model, seed))
+
+
+def _passk_final(spec: StudySpec, model: str, seed: int) -> Stage:
+    """[evaluations.passk-final] at the arm's final checkpoint (its last trainer's last step), beside
+    the picked one's passk: when the rule picked the final checkpoint and the two settings are one,
+    the picked checkpoint's run is read instead of drawn again (`same_as`)."""
+    o, tag = spec.evaluations["passk-final"], _tag(model, seed)
+    out = _folder("passk-final", model, seed)
+
+    def run(folder: Path, results: dict) -> dict:
+        from evalkit.console import passk_progress
+        from evalkit.passk import run_passk
+
+        root = _root(folder, out)
+        final = results[f"train-{tag}"]["checkpoint"]
+        if final == results[f"validate-{tag}"]["picked"]["checkpoint"] and \
+                spec.recorded("passk-final") == spec.recorded("passk"):
+            return {**results[f"passk-{tag}"], "checkpoint": final, "same_as": f"passk-{tag}"}
+        opts = _passk_opts(spec, o, str(root / final), _heldout_file(spec, results, root))
+        with passk_progress(f"passk-final {tag}") as progress:
+            summary = run_passk(opts, folder, progress=progress)
+        return {"run": _rel(folder, root), "complete": summary["complete"], "checkpoint": final}
+
+    identity = {"model": model, "seed": seed, "passk-final": spec.recorded("passk-final"), "dtype": spec.dtype}
+    needs = ("splits", f"train-{tag}", f"validate-{tag}", f"passk-{tag}")
+    return Stage(f"final-passk-{tag}", out, needs, identity, o.cost(spec.eval_task["limit"])["tokens"], run,
+                 weights=_trained(model, seed))
+
+
+def _masked(spec: StudySpec, model: str, seed: int) -> Stage:
+    """evalkit.masking at the arm's picked checkpoint: its update masked to the top-q entries
+    ([evaluations.masked]), each masked model, the base and the pick scored greedily on the
+    validation split as the stopping rule scores them."""
+    from evalkit.options import PasskOptions
+
+    v, tag, out = spec.validation, _tag(model, seed), _folder("masked", model, seed)
+
+    def run(folder: Path, results: dict) -> dict:
+        from evalkit.masking import run_masked
+
+        root = _root(folder, out)
+        evaluation = PasskOptions(model=spec.base_model, task=str(root / results["splits"]["validation_file"]), n=1,
+                                  ks=(1,), temperature=0.0, max_new_tokens=v["max_new_tokens"],
+                                  batch_size=v["batch_size"], limit=None, dtype=spec.dtype, device=spec.device)
+        trained = str(root / results[f"validate-{tag}"]["picked"]["checkpoint"])
+        report = run_masked(spec.base_model, trained, spec.evaluations["masked"], evaluation, folder)
+        return {"file": _rel(folder / "masked.json", root),
+                "retained": {r["label"]: r["retained"] for r in report["rows"]}}
+
+    masks = len(spec.evaluations["masked"].fractions) * len(spec.evaluations["masked"].mask_by) * \
+        len(spec.evaluations["masked"].scope)
+    identity = {"model": model, "seed": seed, "masked": spec.recorded("masked"), "validation": v, "dtype": spec.dtype}
+    return Stage(f"masked-{tag}", out, ("splits", f"validate-{tag}"), identity,
+                 (masks + 2) * v["limit"] * v["max_new_tokens"], run, weights=_trained(model, seed))
 
 
 def _curves(spec: StudySpec, model: str, seed: int | None) -> Stage:

@@ -1,0 +1,81 @@
+"""Two checks a seeded study's arms get, read from its folder (study.json and the run folders):
+the positive control on the validation split, and the comparison of two arms at matched pass@1.
+
+    validation_control(Path("results/study-v3"), "es", seed=0)          # metrics.positive_control
+    matched_pass1(Path("results/study-v3"), "grpo", "es", seed=0, ks=[1, 8, 64])   # metrics.matched
+
+`validation_control` reads the arm's validate stage (every candidate checkpoint's greedy run and
+the pick) and the base's (validation/base), and tests the pick against the base at alpha / m over
+the m candidates. `matched_pass1` reads the curves stages (passk at every saved checkpoint on the
+held-out split; [evaluations.curves]) of two arms of one seed, with the base's curve point as
+both arms' step 0 when `with_base`, and compares pass@k where their pass@1 match. Reads files
+only; both return plain dicts a findings or report stage can write.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["validation_control", "matched_pass1", "per_problem_counts"]
+
+
+def _results(root: Path) -> dict:
+    stages = json.loads((Path(root) / "study.json").read_text(encoding="utf-8"))["stages"]
+    return {name: s.get("result") for name, s in stages.items()}
+
+
+def per_problem_counts(run: Path, order: list | None = None) -> tuple[list, np.ndarray, np.ndarray]:
+    """(problem ids, n, c) of a run folder, in `order` when given (every id must be there)."""
+    from analyses.runs import load_run
+
+    table = load_run(run).per_problem().set_index("problem_id")
+    ids = list(table.index) if order is None else list(order)
+    missing = [i for i in ids if i not in table.index]
+    if missing or len(ids) != len(table):
+        raise ValueError(f"{run}: its problems differ from the base's (e.g. {(missing or list(table.index))[0]})")
+    table = table.loc[ids]
+    return ids, table["n"].to_numpy(), table["c"].to_numpy()
+
+
+def validation_control(root: Path, method: str, seed: int, *, alpha: float = 0.05) -> dict:
+    """The positive control of arm `method`, seed `seed` (metrics.positive_control)."""
+    from metrics.positive_control import positive_control
+
+    root, results = Path(root), _results(root)
+    ids, n, c = per_problem_counts(root / results["validate-base"]["picked"]["run"])
+    arm = results[f"validate-{method}-s{seed}"]
+    scores = {}
+    for cand in arm["candidates"]:
+        _, cn, cc = per_problem_counts(root / cand["run"], ids)
+        scores[cand["run"]] = cc / cn
+    report = positive_control(c / n, scores, arm["picked"]["run"], alpha=alpha)
+    return {**report, "method": method, "seed": seed, "picked_step": arm["picked"]["step"],
+            "verdict": "ES comparisons judged" if report["passed"] else "not tested: the arm did not beat the base"}
+
+
+def _curve(root: Path, results: dict, name: str, ids: list) -> list:
+    from metrics.matched import CurvePoint
+
+    points = []
+    for p in results[name]["points"]:
+        _, n, c = per_problem_counts(root / p["run"], ids)
+        points.append(CurvePoint(f"{p.get('trainer', 'base')} step {p.get('step', 0)}", n, c))
+    return points
+
+
+def matched_pass1(root: Path, arm_a: str, arm_b: str, seed: int, ks, *, target: float | None = None,
+                  with_base: bool = True) -> dict:
+    """metrics.matched.matched_comparison of two arms' curves (b - a), one seed."""
+    from metrics.matched import matched_comparison
+
+    root, results = Path(root), _results(root)
+    base_run = root / results["curves-base"]["points"][0]["run"]
+    ids, _, _ = per_problem_counts(base_run)
+    base = _curve(root, results, "curves-base", ids) if with_base else []
+    a = base + _curve(root, results, f"curves-{arm_a}-s{seed}", ids)
+    b = base + _curve(root, results, f"curves-{arm_b}-s{seed}", ids)
+    return {"a_arm": arm_a, "b_arm": arm_b, "seed": seed, "with_base": with_base,
+            **matched_comparison(a, b, ks, target=target)}
