@@ -259,10 +259,13 @@ def _open(opts: InterpolateOptions, out: Path):
 
 
 def _check_out(out: Path) -> None:
-    from evalkit.rundir import check_writable
+    """A new folder, or one holding an interpolation (its points/): else one line, before any work.
+    The lock file and temporary files (evalkit.jsonio.temp_path) do not count."""
+    from evalkit.jsonio import temp_writer
+    from evalkit.locks import LOCK
 
-    check_writable(out)
-    if out.is_dir() and any(out.iterdir()) and not (out / POINTS_DIR).is_dir():
+    held = [p for p in out.iterdir() if p.name != LOCK and temp_writer(p.name) is None] if out.is_dir() else []
+    if held and not (out / POINTS_DIR).is_dir():
         raise UsageError(f"{out}: folder is not empty and holds no evalkit interpolation; use another --out")
 
 
@@ -273,21 +276,25 @@ def run_interpolate(opts: InterpolateOptions, out: Path, progress=None) -> dict:
 
     from evalkit.chunks import cpu_threads
     from evalkit.grading import Grader
+    from evalkit.locks import locked
     from evalkit.models import resolve_device
+    from evalkit.rundir import check_writable
 
     opts.validate()
     if not opts.other:
         raise UsageError("give two checkpoints: A B")
     out = Path(out)
-    _check_out(out)
+    check_writable(out)
     threads_before = torch.get_num_threads()
     if threads := cpu_threads(opts, resolve_device(opts.device)):
         torch.set_num_threads(threads)  # as passk's LocalChunks: samples depend on the thread count
     try:
-        parts, settings, _ = _open(opts, out)
-        with Grader(parts[4].spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
-            run = _Run(opts, out, *parts[:4], parts[4], parts[5], parts[6], grader, settings)
-            return _evaluate(run, progress)
+        with locked(out):  # one writer, before any work (the points' folders have their own locks too)
+            _check_out(out)
+            parts, settings, _ = _open(opts, out)
+            with Grader(parts[4].spec, workers=opts.grader_workers, deadline=opts.grade_timeout) as grader:
+                run = _Run(opts, out, *parts[:4], parts[4], parts[5], parts[6], grader, settings)
+                return _evaluate(run, progress)
     finally:
         torch.set_num_threads(threads_before)
 

@@ -50,10 +50,14 @@ def _point_row(point, summary: dict) -> dict:
 
 
 def write_outputs(run, points: list, rows: dict, per_problem: tuple, fixed: list[dict]) -> dict:
-    """Write interpolate.json, points.csv and completions.jsonl into `run.out`; return the JSON."""
+    """Write interpolate.json, points.csv and completions.jsonl into `run.out` (each replaced
+    atomically); return the JSON. A folder that cannot be written is one line, the three files kept
+    beside it (evalkit.outdir.rescue)."""
     import pandas as pd
 
-    from evalkit.jsonio import plain_json, write_atomic, write_json_atomic
+    from evalkit.errors import UsageError
+    from evalkit.jsonio import json_text, write_atomic, write_failure
+    from evalkit.outdir import rescue
     from evalkit.records import versions
 
     correct = per_problem[2]
@@ -83,10 +87,14 @@ def write_outputs(run, points: list, rows: dict, per_problem: tuple, fixed: list
                               "what": "sample 0 of every problem at A and at B, scored at every point "
                                       "(completion tokens only)"},
     }
-    out = run.out
-    write_json_atomic(out / "interpolate.json", plain_json(result))
     frame = pd.DataFrame([{k: v for k, v in r.items() if k != "pass_at_k"} for r in table])
-    write_atomic(out / "points.csv", lambda fh: frame.to_csv(fh, index=False))
-    write_atomic(out / "completions.jsonl", lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n"
-                                                                     for r in fixed))
+    files = {"interpolate.json": json_text(result), "points.csv": frame.to_csv(index=False),
+             "completions.jsonl": "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fixed)}
+    try:
+        for name, text in files.items():
+            write_atomic(run.out / name, lambda fh, text=text: fh.write(text))
+    except OSError as exc:  # the points' folders are complete; the three files are kept beside --out
+        raise UsageError(f"--out {run.out}: cannot be written ({write_failure(exc)}); the points are kept in "
+                         f"{run.out / 'points'} and interpolate.json, points.csv and completions.jsonl in "
+                         f"{rescue(run.out, files)}") from None
     return result

@@ -5,23 +5,90 @@ one sha256 of a file's bytes.
     append_jsonl(path, records)            # one write per line, fsync: a crash tears at most the last
     read_samples(path)                     # complete lines; a torn last line is ignored
     file_sha256(path)                      # hex digest, the file read in 4 MiB chunks
+    sweep_dead_temps(folder)               # temporary files of writers no longer running, removed
 
-Strict JSON: NaN and Inf are written as null, numpy scalars as Python numbers.
+Strict JSON: NaN and Inf are written as null, numpy scalars as Python numbers. A temporary file
+carries its writer's pid (`.NAME.tmpPID`, `temp_path`): a kill between writing it and renaming it
+leaves it behind, and the next writer of the folder (evalkit.locks) removes it once that pid is no
+longer a running process; a live writer's temporary files, and every other file, are left alone.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from evalkit.errors import UsageError
 
-__all__ = ["plain_json", "frame_records", "write_atomic", "write_json_atomic", "jsonl_line", "append_jsonl",
-           "read_jsonl", "read_samples", "split_lines", "cut_torn_line", "file_sha256", "REJECTED", "REPAIR_HINT"]
+__all__ = ["plain_json", "frame_records", "write_atomic", "json_text", "write_json_atomic", "jsonl_line", "append_jsonl",
+           "read_jsonl", "read_samples", "split_lines", "cut_torn_line", "file_sha256", "REJECTED", "REPAIR_HINT",
+           "temp_path", "temp_writer", "writer_running", "sweep_dead_temps", "write_failure"]
+
+TEMP = re.compile(r"^\..+\.tmp([1-9][0-9]{0,6})$")  # `.NAME.tmpPID`: what temp_path names
+PID_MAX = 1 << 22  # Linux's largest pid_max: a larger number names no process, so no writer of evalkit's
+
+
+def temp_path(path: Path) -> Path:
+    """Where an atomic write of `path` goes first: `.NAME.tmpPID` beside it, PID this process's."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def temp_writer(name: str) -> int | None:
+    """The pid in an evalkit temporary file's name (`temp_path`), or None for any other name."""
+    match = TEMP.match(name)
+    return int(match.group(1)) if match and int(match.group(1)) <= PID_MAX else None
+
+
+def writer_running(pid: int) -> bool:
+    """Whether a process with this pid runs (a writer of a temporary file, or a process that got its number)."""
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        pass
+    return True
+
+
+def sweep_dead_temps(folder: Path) -> list[Path]:
+    """Remove the temporary files under `folder` (named as `temp_path` names them) whose writer is
+    no longer a running process, and return them. Only regular files with such a name are
+    candidates; one whose pid runs (its writer, or a process that got its number) is left, as is
+    every other file. Links are not followed."""
+    removed = []
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            pid = temp_writer(name)
+            if pid is None or writer_running(pid):
+                continue
+            path = Path(root, name)
+            try:
+                if path.is_symlink() or not path.is_file():
+                    continue
+                path.unlink()
+            except OSError:  # gone meanwhile, or not ours to remove: left as it is
+                continue
+            removed.append(path)
+    return removed
+
+
+def write_failure(exc: OSError) -> str:
+    """What an OSError from a write means for the user, in a few words with the fix."""
+    code = exc.errno
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return f"{exc.strerror or 'No space left on device'}: free some space on its filesystem"
+    if code == errno.ENOENT:
+        return "it was removed while evalkit wrote it, or the folder it lies in (the working directory?)"
+    if code in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"{exc.strerror or 'not writable'}: make it writable"
+    return exc.strerror or str(exc)
 
 
 def file_sha256(path: Path, digest=None) -> str:
@@ -57,7 +124,7 @@ def write_atomic(path: Path, write) -> None:
     """`write(fh)` into a temporary file beside `path` (text, UTF-8), fsync, then rename over
     `path`: readers see the old file or the new one, never a part."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp = temp_path(path)
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             write(fh)
@@ -68,13 +135,15 @@ def write_atomic(path: Path, write) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def json_text(data: dict) -> str:
+    """A JSON file's text as `write_json_atomic` writes it: strict (NaN/Inf as null), indented."""
+    return json.dumps(plain_json(data), indent=2, sort_keys=False, default=str, allow_nan=False) + "\n"
+
+
 def write_json_atomic(path: Path, data: dict) -> None:
     """Strict JSON (NaN/Inf written as null), replaced atomically."""
-    def dump(fh):
-        json.dump(plain_json(data), fh, indent=2, sort_keys=False, default=str, allow_nan=False)
-        fh.write("\n")
-
-    write_atomic(path, dump)
+    text = json_text(data)
+    write_atomic(path, lambda fh: fh.write(text))
 
 
 def jsonl_line(record: dict) -> bytes:
@@ -84,11 +153,18 @@ def jsonl_line(record: dict) -> bytes:
 
 def append_jsonl(path: Path, records: Iterable[dict]) -> None:
     """Append JSON lines, one `write` each on an O_APPEND descriptor, then fsync: a crash
-    tears at most the last line, which `read_samples` ignores."""
+    tears at most the last line, which `read_samples` ignores. A short write (the disk filled
+    mid-line) is continued, and fails with the OSError that stopped it: the part line it leaves is
+    the last one, cut when the file is reopened."""
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for record in records:
-            os.write(fd, jsonl_line(record))
+            line = memoryview(jsonl_line(record))
+            while line:
+                written = os.write(fd, line)
+                if written == 0:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+                line = line[written:]
         os.fsync(fd)
     finally:
         os.close(fd)

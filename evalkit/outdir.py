@@ -35,10 +35,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.jsonio import write_atomic
+from evalkit.jsonio import temp_path, temp_writer, write_atomic, write_failure
 from evalkit.locks import LOCK, FolderLock
 
-__all__ = ["OutputFolder", "claimed", "computed_into", "MARK", "probe_out", "MIN_FREE"]
+__all__ = ["OutputFolder", "claimed", "computed_into", "MARK", "probe_out", "MIN_FREE", "rescue"]
 
 MARK = ".evalkit-outputs.json"
 MIN_FREE = 1 << 20  # bytes free below which a folder is refused before the work (the first write)
@@ -89,9 +89,15 @@ LEGACY.update({
 
 def probe_out(out: Path, what: str = "--out", need: int = MIN_FREE) -> None:
     """Refuse, before any work and without creating anything, an output path that cannot be
-    written: under a regular file, a dangling or looping link, not writable, or on a
-    filesystem with less than `need` bytes free."""
+    written: relative to a working directory that was removed, under a regular file, a dangling
+    or looping link, not writable, or on a filesystem with less than `need` bytes free."""
     out = Path(out)
+    if not out.is_absolute():
+        try:
+            os.getcwd()
+        except FileNotFoundError:
+            raise UsageError(f"{what} {out}: the working directory it is relative to was removed; cd to a folder "
+                             "that exists, or give an absolute path") from None
     if out.is_symlink():
         try:
             out.resolve(strict=True)
@@ -148,9 +154,9 @@ def _entries(folder: Path) -> list[str]:
 
 
 def _transient(rel: str) -> bool:
-    """A temporary file of an interrupted atomic write (evalkit.jsonio.write_atomic)."""
-    name = rel.rsplit("/", 1)[-1]
-    return name.startswith(".") and ".tmp" in name
+    """A temporary file of an atomic write (evalkit.jsonio.temp_path) that a live writer still holds
+    (a dead writer's are removed when the folder is locked)."""
+    return temp_writer(rel.rsplit("/", 1)[-1]) is not None
 
 
 class OutputFolder:
@@ -172,7 +178,10 @@ class OutputFolder:
         try:
             mark = cls._own(out, kind)
             mark["outputs"].setdefault(kind, {"files": [], "state": "claimed", "identity": identity or {}})
-            cls._write_mark(out, mark)
+            try:
+                cls._write_mark(out, mark)
+            except OSError as exc:
+                raise UsageError(f"--out {out}: cannot be written ({write_failure(exc)})") from None
         except BaseException:
             lock.release(remove_if_created=True)
             raise
@@ -223,9 +232,9 @@ class OutputFolder:
             entry.update(files=sorted(set(files) | set(kept)), state="done")
             self._write_mark(self.path, self.mark)
         except OSError as exc:
-            rescue = _rescue(self.path, files)
-            raise UsageError(f"--out {self.path}: cannot be written ({exc.strerror or exc}); the result is "
-                             f"kept in {rescue}") from None
+            kept = rescue(self.path, files)
+            raise UsageError(f"--out {self.path}: cannot be written ({write_failure(exc)}); the result is "
+                             f"kept in {kept}") from None
         for stale in sorted(set(old) - set(files) - set(kept)):
             with contextlib.suppress(OSError):
                 (self.path / stale).unlink(missing_ok=True)
@@ -282,7 +291,7 @@ def _write_files(folder: Path, files: Mapping[str, str | bytes]) -> list[Path]:
         path = folder / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(data, bytes):
-            tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+            tmp = temp_path(path)
             try:
                 with open(tmp, "wb") as fh:
                     fh.write(data)
@@ -297,8 +306,10 @@ def _write_files(folder: Path, files: Mapping[str, str | bytes]) -> list[Path]:
     return written
 
 
-def _rescue(out: Path, files: Mapping[str, str | bytes]) -> Path:
-    """Write `files` into a new sibling folder of `out`, else under the temporary folder."""
+def rescue(out: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Write `files` (relative name -> text or bytes) into a new sibling folder of `out`,
+    `<out>.rescued-XXXX`, else under the system's temporary folder; returns it. A UsageError when
+    neither can hold them."""
     for parent in (out.parent, Path(tempfile.gettempdir())):
         try:
             folder = Path(tempfile.mkdtemp(prefix=f"{out.name}.rescued-", dir=parent))

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from evalkit.chunks import LocalChunks, chunk_problems
+from evalkit.locks import locked
 from evalkit.options import PasskOptions
 from evalkit.rundir import RunDir, check_writable, sample_missing, sampled_settings, summarize
 
@@ -51,27 +52,37 @@ def run_passk(opts: PasskOptions, out: Path, *, progress: Callable | None = None
               repair: bool = False) -> dict:
     """Run (or resume) a pass@k run into `out`; returns the summary.
 
-    `executor(ref, opts, device)` builds the chunk executor (default: `pick_executor`); it
-    loads its model replicas before `out` is touched. `repair`: corrupt lines of samples.jsonl are
-    set aside in samples.rejected.jsonl and those samples drawn again.
+    `executor(ref, opts, device)` builds the chunk executor (default: `pick_executor`); `out` is
+    locked before it loads its model replicas, and a model that fails to load leaves no folder
+    behind. `repair`: corrupt lines of samples.jsonl are set aside in samples.rejected.jsonl and
+    those samples drawn again.
     """
-    from evalkit.grading import Grader
-    from evalkit.models import identity, model_record, resolve_device, resolve_model
-    from evalkit.sampling import check_context, context_length, render_prompt
-    from evalkit.scale import sampler_version
+    from evalkit.models import identity, resolve_device, resolve_model
     from evalkit.tasks import load_task
 
     opts.validate()
     check_writable(out)
     if executor is None:
         opts, executor = pick_executor(opts)
-    task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=opts.task_config_dict())
-    problems = task.problems[: opts.limit] if opts.limit else task.problems
-    ref = resolve_model(opts.model)
-    model_identity = identity(ref, opts.dtype)
+    with locked(out):  # one writer before any work; a run that fails before writing leaves no folder
+        task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=opts.task_config_dict())
+        problems = task.problems[: opts.limit] if opts.limit else task.problems
+        ref = resolve_model(opts.model)
+        model_identity = identity(ref, opts.dtype)
+        with progress_step(progress, "starting the vLLM engine" if opts.backend == "vllm" else None):
+            ex = executor(ref, opts, resolve_device(opts.device))
+        return _sample(opts, out, (task, problems, ref, model_identity), ex, progress, repair)
+
+
+def _sample(opts: PasskOptions, out: Path, inputs: tuple, ex, progress: Callable | None, repair: bool) -> dict:
+    """Sample what `out` misses with the loaded executor `ex`, then write the summary."""
+    from evalkit.grading import Grader
+    from evalkit.models import model_record
+    from evalkit.sampling import check_context, context_length, render_prompt
+    from evalkit.scale import sampler_version
+
+    task, problems, ref, model_identity = inputs
     chunks = chunk_problems(problems, opts)
-    with progress_step(progress, "starting the vLLM engine" if opts.backend == "vllm" else None):
-        ex = executor(ref, opts, resolve_device(opts.device))  # fails before out is touched
     try:
         check_context(ex.tokenizer, problems, opts.max_new_tokens, context_length(ref))
         settings = sampled_settings(opts, task, len(problems), ex.sampling, sampler_version(opts.backend))

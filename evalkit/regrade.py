@@ -9,9 +9,11 @@ New grades are appended to `.regrade.jsonl` in the destination as each batch
 finishes (fsynced), so an interrupted regrade resumes where it stopped. When
 every sample is graded the new file replaces `samples.jsonl` in one rename
 (in place, the old file is first kept as `samples.graded-by-<version>.jsonl`),
-then run.json records the new grader and summary.json is recomputed with the
-run's own k, confidence and bootstrap settings; it holds a `regraded` record
-(old and new grader, changed outcomes, the old pass@k).
+then summary.json is recomputed with the run's own k, confidence and bootstrap
+settings (it holds a `regraded` record: old and new grader, changed outcomes,
+the old pass@k), and run.json records the new grader last: a kill at any
+instant before that leaves a run the same command regrades to the same bytes.
+The destination is locked before the run is read.
 
 A torn last line (a crash in the middle of a write) is left out, as a resumed
 passk run would; any other unreadable line is refused by number.
@@ -19,6 +21,7 @@ passk run would; any other unreadable line is refused by number.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.jsonio import append_jsonl, file_sha256, write_atomic, write_json_atomic
-from evalkit.locks import FolderLock
+from evalkit.jsonio import append_jsonl, file_sha256, write_atomic, write_failure, write_json_atomic
+from evalkit.locks import locked
 from evalkit.options import GradingOptions
 from evalkit.records import upgrade
 from evalkit.rundir import (
@@ -70,41 +73,66 @@ def run_regrade(run: Path, out: Path | None = None, grading: GradingOptions = Gr
         from evalkit.tasks.other_graders import check_grader
 
         check_grader(compare)
-    settings = _read_settings(run)
-    records, torn = _read_records(run / SAMPLES)
-    task = load_task_identity(settings["task"])
-    problems = task.problems[: settings.get("problems") or len(task.problems)]
-    by_id = {p.id: p for p in problems}
-    if unknown := sorted({r["problem_id"] for r in records} - set(by_id))[:3]:
-        raise UsageError(f"{run}: samples of problems the task no longer has ({', '.join(unknown)})")
-    new_settings = {**settings, "grader": grader_version(task.spec.kind)}
-    # one writer: a new folder (or one this regrade started) is locked by its RunDir, in place the run's
-    with RunDir.open(dest, new_settings) if dest != run else FolderLock(run):
-        work = _open_work(dest, file_sha256(run / SAMPLES), new_settings["grader"])
-        regraded = _grade(work, records, by_id, task.spec, grading, progress)
-        old_grader, old_summary = graded_by(settings), _old_summary(run)
-        if dest == run:  # the old grades stay beside the new ones
-            keep = run / f"samples.graded-by-{_slug(old_grader)}.jsonl"
-            _keep(run / SAMPLES, keep)
-            records = _read_records(keep)[0]  # (samples.jsonl may already hold new grades after a crash)
-        options = estimator_options(settings["sampling"]["n"], old_summary.get("options"))  # the run's own
-        previous = summarize(records, problems, settings, options)
-        changed = Counter(f"{a['outcome']} -> {b['outcome']}" for a, b in zip(records, regraded, strict=True)
-                          if a["outcome"] != b["outcome"])
-        _finish_work(dest, regraded)
-        summary = old_summary | summarize(regraded, problems, new_settings, options)
-        summary["model"] = old_summary.get("model", {}) | summary["model"]  # keeps the weights' path
-        summary["regraded"] = {"from": old_grader, "to": new_settings["grader"], "source": str(run),
-                               "changed": sum(changed.values()), "transitions": dict(sorted(changed.items())),
-                               "previous_pass_at_k": previous["pass_at_k"], "previous_outcomes": previous["outcomes"]}
-        write_json_atomic(dest / SUMMARY, summary)
-        write_json_atomic(dest / SETTINGS, new_settings)  # last: until then a rerun regrades again
-        (dest / WORK_STATE).unlink(missing_ok=True)
-        compared = None
-        if compare is not None:
-            from evalkit.grader_compare import compare_graders
-            compared = compare_graders(dest, regraded, by_id, task.spec, compare, grading, progress=progress)
+    if not run.is_dir():
+        raise UsageError(f"{run}: no such run folder")
+    with locked(dest):  # one writer before anything is read: in place, the run's own lock
+        settings = _read_settings(run)
+        records, torn = _read_records(run / SAMPLES)
+        task = load_task_identity(settings["task"])
+        problems = task.problems[: settings.get("problems") or len(task.problems)]
+        by_id = {p.id: p for p in problems}
+        if unknown := sorted({r["problem_id"] for r in records} - set(by_id))[:3]:
+            raise UsageError(f"{run}: samples of problems the task no longer has ({', '.join(unknown)})")
+        new_settings = {**settings, "grader": grader_version(task.spec.kind)}
+        with RunDir.open(dest, new_settings) if dest != run else contextlib.nullcontext(), _writing(dest):
+            return _regrade(run, dest, (settings, new_settings, records, torn), (task, problems, by_id), grading,
+                            progress, compare)
+
+
+def _regrade(run: Path, dest: Path, stored: tuple, task_parts: tuple, grading: GradingOptions, progress,
+             compare: str | None) -> Regraded:
+    """The regrade proper, `dest` locked: grade (resumable), then replace the samples, compare
+    (with `compare`), write the summary, and run.json last: a kill anywhere before run.json is
+    written leaves a run that the rerun regrades to the same bytes."""
+    settings, new_settings, records, torn = stored
+    task, problems, by_id = task_parts
+    work = _open_work(dest, file_sha256(run / SAMPLES), new_settings["grader"])
+    regraded = _grade(work, records, by_id, task.spec, grading, progress)
+    old_grader, old_summary = graded_by(settings), _old_summary(run)
+    if dest == run:  # the old grades stay beside the new ones
+        keep = run / f"samples.graded-by-{_slug(old_grader)}.jsonl"
+        _keep(run / SAMPLES, keep)
+        records = _read_records(keep)[0]  # (samples.jsonl may already hold new grades after a crash)
+    options = estimator_options(settings["sampling"]["n"], old_summary.get("options"))  # the run's own
+    previous = summarize(records, problems, settings, options)
+    changed = Counter(f"{a['outcome']} -> {b['outcome']}" for a, b in zip(records, regraded, strict=True)
+                      if a["outcome"] != b["outcome"])
+    _finish_work(dest, regraded)
+    summary = old_summary | summarize(regraded, problems, new_settings, options)
+    summary["model"] = old_summary.get("model", {}) | summary["model"]  # keeps the weights' path
+    summary["regraded"] = {"from": old_grader, "to": new_settings["grader"], "source": str(run),
+                           "changed": sum(changed.values()), "transitions": dict(sorted(changed.items())),
+                           "previous_pass_at_k": previous["pass_at_k"], "previous_outcomes": previous["outcomes"]}
+    compared = None
+    if compare is not None:
+        from evalkit.grader_compare import compare_graders
+
+        compared = compare_graders(dest, regraded, by_id, task.spec, compare, grading, progress=progress)
+    write_json_atomic(dest / SUMMARY, summary)
+    (dest / WORK_STATE).unlink(missing_ok=True)
+    write_json_atomic(dest / SETTINGS, new_settings)  # last: until then a rerun regrades again
     return Regraded(summary, previous, dict(changed), torn, compared)
+
+
+@contextlib.contextmanager
+def _writing(dest: Path):
+    """A write that fails (a full disk, the folder removed) is one line: what is kept, how to go on."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(f"{dest}: cannot be written ({write_failure(exc)}); the grades made so far are kept in "
+                         f"{dest / WORK} (the old ones in {SAMPLES} until it is replaced): rerun the same command "
+                         "to resume") from None
 
 
 def _grade(work: Path, records: list[dict], by_id: dict, spec, grading: GradingOptions, progress) -> list[dict]:

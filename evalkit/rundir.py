@@ -15,12 +15,16 @@ Layout (DESIGN.md's contract; docs/run-folder.md):
 A crash at any instant loses at most the samples in flight: each line is
 written with one `write` on an O_APPEND descriptor and fsynced per batch; a
 torn last line is cut off when the run is reopened; the summary is written
-to a temporary file and renamed over the old one. A stored run.json is read
-through `evalkit.records.upgrade`, so folders of older versions resume.
+to a temporary file (`.summary.json.tmpPID`) and renamed over the old one; the
+temporary files a kill leaves are removed when the folder is locked again
+(evalkit.locks). A write that fails (a full disk, the folder removed) is one
+line naming what is kept. A stored run.json is read through
+`evalkit.records.upgrade`, so folders of older versions resume.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import Counter
@@ -36,13 +40,15 @@ from evalkit.jsonio import (
     read_samples,
     sample_problem,
     split_lines,
+    temp_writer,
     write_atomic,
+    write_failure,
     write_json_atomic,
 )
 from evalkit.locks import LOCK, FolderLock
 from evalkit.records import SCHEMA_VERSION, upgrade
 
-__all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "SampleRecord", "sample_missing", "sampled_settings",
+__all__ = ["SETTINGS", "SAMPLES", "SUMMARY", "RunDir", "WriteFailed", "SampleRecord", "sample_missing", "sampled_settings",
            "summarize", "estimator_options", "check_writable", "discarded_if_unused", "read_settings", "refuse_if_different"]
 
 SETTINGS, SAMPLES, SUMMARY = "run.json", "samples.jsonl", "summary.json"
@@ -77,9 +83,10 @@ class RunDir:
             raise UsageError(f"{run.path}: exists and is not a folder")
         run.lock = FolderLock(run.path)
         try:
-            run._check_or_create(inputs)
-            if repair:
-                run._set_aside_corrupt_lines()
+            with run.writing("what it held is kept; rerun the same command once it can be written"):
+                run._check_or_create(inputs)
+                if repair:
+                    run._set_aside_corrupt_lines()
         except BaseException:
             run.lock.release(remove_if_created=True)
             raise
@@ -98,9 +105,8 @@ class RunDir:
             refuse_if_different(self.path, upgrade(stored), self.settings)
             cut_torn_line(self.path / SAMPLES)
             return
-        if any(p.name not in (LOCK, *inputs) for p in self.path.iterdir()):
+        if any(p.name not in (LOCK, *inputs) and temp_writer(p.name) is None for p in self.path.iterdir()):
             raise UsageError(f"{self.path}: folder is not empty and holds no evalkit run; use another --out")
-        self.path.mkdir(parents=True, exist_ok=True)
         write_json_atomic(stored_path, self.settings)
 
     def _holds_no_work(self) -> bool:
@@ -122,18 +128,38 @@ class RunDir:
         return read_samples(self.path / SAMPLES)
 
     def append(self, records: Iterable[dict]) -> None:
-        append_jsonl(self.path / SAMPLES, records)
+        with self.writing(f"the samples appended before are kept in {SAMPLES}; rerun the same command to resume"):
+            append_jsonl(self.path / SAMPLES, records)
 
     def write_summary(self, summary: dict) -> Path:
         path = self.path / SUMMARY
-        write_json_atomic(path, summary)
+        with self.writing(f"the samples are kept in {SAMPLES}; rerun the same command to write {SUMMARY}"):
+            write_json_atomic(path, summary)
         return path
+
+    @contextlib.contextmanager
+    def writing(self, kept: str):
+        """An OSError of the writes inside is one line (a `WriteFailed`): the folder, why, and
+        `kept` (what is there and how to go on)."""
+        try:
+            yield
+        except OSError as exc:
+            raise WriteFailed(self.path, write_failure(exc), kept) from None
 
     def __enter__(self) -> RunDir:
         return self
 
     def __exit__(self, *exc) -> None:
         self.lock.release()
+
+
+class WriteFailed(UsageError):
+    """A run folder that could not be written (a full disk, the folder removed): one line, with
+    `folder` and `why` for a caller that keeps its result elsewhere (evalkit.outdir.rescue)."""
+
+    def __init__(self, folder: Path, why: str, kept: str):
+        super().__init__(f"{folder}: cannot be written ({why}); {kept}")
+        self.folder, self.why = folder, why
 
 
 @dataclass(frozen=True)
@@ -310,7 +336,7 @@ def discarded_if_unused(run_fn):
 
 def _no_work(folder: Path) -> bool:
     for entry in folder.iterdir():
-        if entry.name in (SETTINGS, LOCK):
+        if entry.name in (SETTINGS, LOCK) or temp_writer(entry.name) is not None:
             continue
         if not entry.is_file() or entry.stat().st_size > 0:
             return False

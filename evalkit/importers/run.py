@@ -11,10 +11,15 @@ text (whitespace-normalised, then the task's question inside the source's prompt
 a task, the file's own gold answers become the task: `task/<name>.jsonl` in the run folder
 (fields id, question, answer), which `evalkit regrade` rebuilds like any task file; the grades
 are kept from the file (`--keep-grades`) or made by evalkit's grader (`--regrade`); num_tokens
-come from the file's token ids or counts, else from `--tokenizer`, else stay null. The folder is written beside
-its destination and renamed into place when whole: run.json (`kind: passk`, provenance under
-`import`), samples.jsonl, summary.json (evalkit.rundir.summarize, so pass@k, pass^k, maj@k,
-G-Pass@k, mean@n). Problems with fewer samples than others are kept and counted.
+come from the file's token ids or counts, else from `--tokenizer`, else stay null. `--out` is
+locked before anything is read (one writer, evalkit.locks) and written in place through the run
+folder's one writer (evalkit.rundir): run.json (`kind: passk`, provenance under `import`), then
+samples.jsonl, then summary.json (evalkit.rundir.summarize, so pass@k, pass^k, maj@k, G-Pass@k,
+mean@n). Problems with fewer samples than others are kept and counted. There is no final rename
+that could fail after the grading (a link, a mount point): a kill at any instant leaves a folder
+that the same command, rerun, finishes byte for byte (it appends the samples that are missing);
+a folder that cannot be written (a full disk, removed meanwhile) gives one line, and the finished
+import is kept beside it (`<out>.rescued-XXXX`, evalkit.outdir.rescue).
 
 Limits: the run's model identity is what the source records (often only a name; no weights hash);
 sampling settings the source does not record are absent (teacher-forced entropy then assumes
@@ -68,57 +73,76 @@ def run_import(fmt: str, path: Path, out: Path, opts: ImportOptions, *, progress
 
     A folder holding several datasets (OpenCompass predictions, evalscope reviews) becomes one run
     folder per dataset, `out/<dataset>/`; the summary returned is then {"runs": {name: summary}}."""
+    from evalkit.locks import locked
+    from evalkit.rundir import check_writable
+
     opts.validate()
-    _check_out(Path(out))
     read = reader(fmt)
-    if not Path(path).exists():
+    check_writable(Path(out))
+    out, path = _absolute(Path(out)), _absolute(Path(path))  # the names hold if the working directory goes
+    if not path.exists():
         raise UsageError(f"{path}: no such file or folder")
-    found = read(Path(path), opts)
-    runs = found if isinstance(found, list) else [found]
-    if len(runs) > 1 and opts.task:
-        raise UsageError(f"{path}: holds {len(runs)} datasets ({', '.join(r.name for r in runs[:4])}); --task "
-                         "names one: give the dataset's own file")
-    for imported in runs:
-        _check_whole(imported, opts)
-    if len(runs) == 1:
-        return _import_one(runs[0], Path(out), opts, progress)
-    out = Path(out)
-    created = [a for a in reversed([out, *out.parents]) if not a.exists()]
-    made = []
+    with locked(out):  # one writer before any work; a refused import leaves no folder behind
+        _sweep_old_temporary_folder(out)
+        found = read(path, opts)
+        runs = found if isinstance(found, list) else [found]
+        if len(runs) > 1 and opts.task:
+            raise UsageError(f"{path}: holds {len(runs)} datasets ({', '.join(r.name for r in runs[:4])}); "
+                             "--task names one: give the dataset's own file")
+        for imported in runs:
+            _check_whole(imported, opts)
+        _check_out(out, runs)
+        if len(runs) == 1:
+            return _import_one(runs[0], out, opts, progress)
+        return {"runs": _import_several(runs, out, opts, progress)}
+
+
+def _absolute(path: Path) -> Path:
     try:
-        summaries = {}
+        return Path(os.path.abspath(path))
+    except FileNotFoundError:  # os.getcwd(): the working directory was removed
+        raise UsageError(f"{path}: the working directory it is relative to was removed; cd to a folder that "
+                         "exists, or give an absolute path") from None
+
+
+def _import_several(runs: list[Imported], out: Path, opts: ImportOptions, progress) -> dict:
+    """One run folder per dataset, `out/<dataset>/`; a refused dataset leaves none of the others
+    that this call made behind (those of an earlier, interrupted call of the same import stay)."""
+    made, summaries = [], {}
+    try:
         for name, imported in zip(_run_names(runs), runs, strict=True):
+            if not (out / name).exists():
+                made.append(out / name)
             summaries[name] = _import_one(imported, out / name, opts, progress)
-            made.append(out / name)
-        return {"runs": summaries}
-    except BaseException:  # a refused dataset leaves none of the others behind
+        return summaries
+    except UsageError:
         for folder in made:
             shutil.rmtree(folder, ignore_errors=True)
-        for folder in reversed(created):
-            with contextlib.suppress(OSError):
-                folder.rmdir()
         raise
 
 
 def _import_one(imported: Imported, out: Path, opts: ImportOptions, progress) -> dict:
+    from evalkit.locks import locked
+
     if not imported.samples:
         raise UsageError(f"{imported.files[0]}: holds no completions")
     keep = _keep_grades(imported, opts)
     counts = _token_counts(imported, opts)
-    created = [a for a in reversed(out.parents) if not a.exists()]
-    tmp = out.with_name(f".{out.name}.import-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        task, problems, matched = _task(imported, opts, tmp, out)
-        samples = _assign(imported, matched, counts)
-        records, grading = _records(samples, problems, task, keep, imported, opts, progress)
-        return _write(tmp, out, imported, task, records, grading | _provenance(imported, opts))
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        for folder in reversed(created):  # a refused import leaves no folder behind
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-        raise
+    with locked(out):  # the import's own lock (shared), or a dataset folder's
+        wrote: list[Path] = []  # the task file (and folder) written before run.json: gone if refused
+        try:
+            task, problems, matched = _task(imported, opts, out, wrote)
+            samples = _assign(imported, matched, counts)
+            records, grading = _records(samples, problems, task, keep, imported, opts, progress)
+        except UsageError:
+            for written in reversed(wrote):
+                with contextlib.suppress(OSError):
+                    if written.is_dir():
+                        written.rmdir()
+                    else:
+                        written.unlink()
+            raise
+        return _write(out, imported, task, records, grading | _provenance(imported, opts), _task_file(task, out))
 
 
 def _check_whole(imported: Imported, opts: ImportOptions) -> None:
@@ -136,12 +160,73 @@ def _run_names(runs: list[Imported]) -> list[str]:
     return names
 
 
-def _check_out(out: Path) -> None:
-    from evalkit.rundir import check_writable
+IMPORT_FILES = ("run.json", "samples.jsonl", "summary.json", "task")  # what an import writes in its folder
 
-    check_writable(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"--out {out}: exists and is not empty; evalkit import writes a new run folder")
+
+def _held(folder: Path) -> list[str]:
+    """The entries of a folder, its lock and temporary files (evalkit.jsonio.temp_path) left out."""
+    from evalkit.jsonio import temp_writer
+    from evalkit.locks import LOCK
+
+    return sorted(n for n in os.listdir(folder) if n != LOCK and temp_writer(n) is None)
+
+
+def _check_out(out: Path, runs: list[Imported]) -> None:
+    """`out` is empty, or holds what this import writes (its run folder, or one per dataset when the
+    file holds several) from the same source files, which the rerun of an interrupted import goes
+    on with; else one line, before anything is graded or written. (Another import into the same
+    folder at the same time is refused by the lock.)"""
+    entries = _held(out)
+    if not entries:
+        return
+    if len(runs) == 1:
+        found = {out: runs[0]}
+    else:
+        names = dict(zip(_run_names(runs), runs, strict=True))
+        found = {out / name: names.get(name) for name in entries}
+    for folder, imported in found.items():
+        if why := _not_an_import(folder, imported):
+            raise UsageError(f"--out {out}: exists and is not empty ({why}); evalkit import writes a new run "
+                             "folder, or finishes its own interrupted one: use a new or empty --out")
+
+
+def _not_an_import(folder: Path, imported: Imported | None) -> str | None:
+    """Why `folder` is not (the start of) the run folder of an evalkit import of `imported`'s
+    files, or None; `imported` None: of any files."""
+    from evalkit.rundir import read_settings
+
+    if not folder.is_dir() or folder.is_symlink():
+        return f"{folder.name} is not a folder"
+    entries = _held(folder)
+    if other := next((n for n in entries if n not in IMPORT_FILES), None):
+        return f"it holds {folder / other}, which an import does not write"
+    if "run.json" not in entries:
+        return next((f"{folder / n} without run.json" for n in entries if n != "task"), None)
+    settings = read_settings(folder / "run.json")
+    source = settings.get("import")
+    if settings.get("kind") != "passk" or not isinstance(source, dict):
+        return f"{folder / 'run.json'} is not an import's"
+    if imported is not None:
+        theirs = [s.get("sha256") for s in source.get("sources", []) if isinstance(s, dict)]
+        if theirs != [file_sha256(f) for f in imported.files]:
+            named = next((s.get("path") for s in source.get("sources", []) if isinstance(s, dict)), "?")
+            return f"it holds an import of other files ({named})"
+    return None
+
+
+def _sweep_old_temporary_folder(out: Path) -> None:
+    """The folder that imports before issue 43 wrote beside `out` and renamed into place
+    (`.<out>.import-PID`), left by a kill: removed when its writer no longer runs and it holds
+    only what an import writes."""
+    import glob
+
+    from evalkit.jsonio import writer_running
+
+    for old in out.parent.glob(f".{glob.escape(out.name)}.import-*"):
+        pid = old.name.rsplit("-", 1)[1]
+        if pid.isdigit() and not writer_running(int(pid)) and old.is_dir() and not old.is_symlink() \
+                and _not_an_import(old, None) is None:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def _keep_grades(imported: Imported, opts: ImportOptions) -> bool:
@@ -161,15 +246,16 @@ def _norm(text) -> str:
     return " ".join(str(text).split())
 
 
-def _task(imported: Imported, opts: ImportOptions, tmp: Path, out: Path):
-    """(task, {problem id: Problem}, {source key: problem id}) from --task or the file's gold answers."""
+def _task(imported: Imported, opts: ImportOptions, out: Path, wrote: list[Path]):
+    """(task, {problem id: Problem}, {source key: problem id}) from --task or the file's gold answers
+    (a task file written in `out`, added to `wrote` with the folder it made)."""
     if opts.task:
         from evalkit.tasks import load_task
 
         task = load_task(opts.task, size=opts.task_size, seed=opts.task_seed, config=opts.task_config_dict())
         matched = _match(imported, task.problems, opts.task)
         return task, {p.id: p for p in task.problems}, matched
-    return _own_task(imported, opts, tmp, out)
+    return _own_task(imported, opts, out, wrote)
 
 
 def _task_texts(problem) -> list[str]:
@@ -220,11 +306,8 @@ def _match(imported: Imported, problems, task_name: str) -> dict[str, str]:
     return matched
 
 
-def _own_task(imported: Imported, opts: ImportOptions, tmp: Path, out: Path):
+def _own_task(imported: Imported, opts: ImportOptions, out: Path, wrote: list[Path]):
     """The file's problems and gold answers as a task file in the run folder (see the module docstring)."""
-    from dataclasses import replace
-
-    from evalkit.jsonio import write_atomic
     from evalkit.tasks import files
     from evalkit.tasks.hf import PRESETS, gold_answer
 
@@ -243,15 +326,32 @@ def _own_task(imported: Imported, opts: ImportOptions, tmp: Path, out: Path):
             gold = gold_answer(gold, rule) or str(gold).strip()
         rows.append({"id": key, qkey: str(info.get("question") or key), akey: str(gold)})
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", imported.name).strip("._")[:80] or "problems"
-    path = tmp / "task" / f"{name}.jsonl"
-    path.parent.mkdir(parents=True)
-    write_atomic(path, lambda fh: fh.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    config = {"preset": opts.preset} if preset else None
-    task = files.load(path, config)
-    final = out.resolve() / "task" / path.name  # the path after the rename into place
-    task = replace(task, spec=replace(task.spec, source=str(final)))
+    path = out / "task" / f"{name}.jsonl"
+    _write_task_file(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), wrote)
+    task = files.load(path, {"preset": opts.preset} if preset else None)
     imported.notes["gold"] = f"preset {opts.preset}" if preset else dict(rules)
     return task, {p.id: p for p in task.problems}, {key: key for key in imported.problems}
+
+
+def _write_task_file(path: Path, text: str, wrote: list[Path]) -> None:
+    """The import's task file, written atomically; one already there is kept when it holds exactly
+    these bytes (an interrupted run of the same import wrote it), else refused."""
+    from evalkit.jsonio import write_atomic, write_failure
+
+    if path.exists():
+        if path.is_file() and not path.is_symlink() and path.read_bytes() == text.encode("utf-8"):
+            return
+        raise UsageError(f"--out {path.parent.parent}: holds {path}, which is not this import's task file; "
+                         "use a new or empty --out")
+    try:
+        if not path.parent.is_dir():
+            path.parent.mkdir()
+            wrote.append(path.parent)
+        write_atomic(path, lambda fh: fh.write(text))
+        wrote.append(path)
+    except OSError as exc:
+        raise UsageError(f"--out {path.parent.parent}: cannot be written ({write_failure(exc)}); nothing was "
+                         "imported yet") from None
 
 
 # ---------------------------------------------------------------- samples and grades
@@ -358,9 +458,33 @@ def _provenance(imported: Imported, opts: ImportOptions) -> dict:
     return record
 
 
-def _write(tmp: Path, out: Path, imported: Imported, task, records: list, provenance: dict) -> dict:
-    """run.json, samples.jsonl and summary.json into `tmp` (locked), then renamed to `out`."""
-    from evalkit.rundir import RunDir, estimator_options, summarize
+def _task_file(task, out: Path) -> dict[str, bytes]:
+    """The import's own task file as it lies in `out`, by name, or nothing (a --task import)."""
+    source = Path(task.spec.source or "")
+    if source.parent != out.resolve() / "task":
+        return {}
+    try:
+        return {f"task/{source.name}": source.read_bytes()}
+    except OSError:
+        return {}
+
+
+def _write(out: Path, imported: Imported, task, records: list, provenance: dict, own: dict) -> dict:
+    """run.json, then the samples it misses (all, unless an interrupted run of this import wrote
+    some), then summary.json, through the run folder's one writer; a folder that cannot be written
+    gives one line, the finished import (with `own`, its task file) kept beside it
+    (evalkit.outdir.rescue)."""
+    from evalkit.jsonio import json_text, jsonl_line
+    from evalkit.outdir import rescue
+    from evalkit.rundir import (
+        SAMPLES,
+        SETTINGS,
+        SUMMARY,
+        RunDir,
+        WriteFailed,
+        estimator_options,
+        summarize,
+    )
 
     per_problem = Counter(r["problem_id"] for r in records)
     n = max(per_problem.values())
@@ -374,11 +498,19 @@ def _write(tmp: Path, out: Path, imported: Imported, task, records: list, proven
                 "task": task.spec.identity(), "grader": grader, "problems": count,
                 "sampling": {"n": n, **imported.sampling},  # settings the source does not record are absent
                 "import": provenance}
-    with RunDir.open(tmp, settings, inputs=("task",)) as run:  # one writer, as for every run folder
-        run.append(records)
-        summary = summarize(records, task.problems[:count], run.settings, estimator_options(n))
-        if imported.partial:  # every figure of a partial import carries the word (console, report)
-            summary["partial"] = imported.partial
-        run.write_summary(summary)
-        os.replace(tmp, out)
+    run = RunDir(out, settings)
+    summary = summarize(records, task.problems[:count], run.settings, estimator_options(n))
+    if imported.partial:  # every figure of a partial import carries the word (console, report)
+        summary["partial"] = imported.partial
+    try:
+        with RunDir.open(out, settings, inputs=("task",)) as run:  # one writer, as for every run folder
+            done = {(r["problem_id"], r["sample_index"]) for r in run.samples()}
+            run.append(r for r in records if (r["problem_id"], r["sample_index"]) not in done)
+            run.write_summary(summary)
+    except UsageError as exc:  # a full disk (WriteFailed), or the folder changed under the lock by a
+        why = exc.why if isinstance(exc, WriteFailed) else str(exc)  # writer that takes none
+        files = {SETTINGS: json_text(run.settings), SAMPLES: b"".join(jsonl_line(r) for r in records),
+                 SUMMARY: json_text(summary), **own}
+        raise UsageError(f"--out {out}: cannot be written ({why}); the finished import is kept in "
+                         f"{rescue(out, files)}") from None
     return summary
