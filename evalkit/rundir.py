@@ -360,9 +360,13 @@ def read_settings(path: Path) -> dict:
 
 
 def refuse_if_different(path: Path, stored: dict, wanted: dict, *, ordered: bool = False) -> None:
-    """A UsageError naming the first key whose value differs (`kind` first, then by name; `ordered`:
+    """A UsageError naming the first key whose value differs (`kind` first, then the sampler, which a
+    regrade cannot mend, then the grader, then by name; `ordered`:
     in the order of `wanted`'s keys, then any only `stored` has)."""
     same_kind = stored.get("kind") == wanted.get("kind")
+    if same_kind and "sampler" in wanted and stored.get("sampler") != wanted["sampler"]:  # regrading cannot mend it
+        raise UsageError(f"{path} holds a run with sampler={json.dumps(stored.get('sampler'))}, not "
+                         f"{json.dumps(wanted['sampler'])}; use another --out or the same settings")
     if same_kind and "grader" in wanted and stored.get("grader") != wanted["grader"]:
         raise UsageError(
             f"{path} was graded by {stored.get('grader')}, this evalkit grades with {wanted['grader']}: "

@@ -5,7 +5,8 @@ test model, written by evalkit as it was just before options became self-validat
 with one identity mechanism (run with the model folder named `tiny`, from the folder above
 `runs/`). They were drawn by sampler hf-1, so since issue 26 rerunning their commands is refused
 by name; they are still read and regraded, and every other part of their records still upgrades
-(with the sampler set to this one, the trainers extend by one step from their last checkpoint).
+(with the sampler and grader set to this evalkit's, the trainers extend by one step from their last
+checkpoint).
 """
 
 import json
@@ -74,8 +75,10 @@ def test_old_trainer_runs_are_not_extended_by_another_sampler(old_runs):
 
 
 def test_old_trainer_runs_extend_when_their_sampler_is_this_one(old_runs):
-    """Everything else of a pre-28 trainer record still upgrades: with the sampler set to this
-    evalkit's, the runs extend by one step from their last checkpoint."""
+    """Everything else of a pre-28 trainer record still upgrades: with the sampler and the grader
+    set to this evalkit's (their rewards were graded by math-3), the runs extend by one step from
+    their last checkpoint."""
+    from evalkit.tasks import grader_version
     from evalkit.train import run_es, run_grpo
     from evalkit.train.es import ESOptions
     from evalkit.train.grpo import GRPOOptions
@@ -83,6 +86,8 @@ def test_old_trainer_runs_extend_when_their_sampler_is_this_one(old_runs):
     for run in ("grpo", "es"):
         record = json.loads((old_runs / run / "run.json").read_text())
         record["sampler"] = SAMPLER_VERSION
+        assert record["grader"].startswith("math-3"), record["grader"]
+        record["grader"] = grader_version("math")
         (old_runs / run / "run.json").write_text(json.dumps(record, indent=2))
     run_grpo(GRPOOptions(model="tiny", task="arith", task_size=20, device="cpu", steps=3, group_size=2,
                          prompts_per_step=2, max_new_tokens=8, save_every=1, grader_workers=1), Path("runs/grpo"))
