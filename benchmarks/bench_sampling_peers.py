@@ -29,9 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -203,11 +206,21 @@ class Worker:
         self.startup = time.perf_counter() - self.started
 
     def reply(self) -> dict:
+        said = []  # what the worker (or an engine's own process) printed besides its answers
         for line in self.proc.stdout:
             if line.startswith("{"):
                 return json.loads(line)
+            said.append(line)
+        self.proc.wait()
+        with self.log.open("a") as log:
+            log.write("".join(said))
         lines = [x for x in self.log.read_text(errors="replace").splitlines() if x.strip()]
-        raise RuntimeError(f"worker exited (code {self.proc.wait()}): {lines[-1] if lines else 'no output'}")
+        errors = [x for x in lines if re.match(r"^\w*(Error|Exception)\b", x.strip())]  # the traceback's own line
+        why = errors[-1] if errors else lines[-1] if lines else "no output"
+        kept = Path(tempfile.gettempdir()) / f"bench-peers-{self.log.name}"
+        shutil.copyfile(self.log, kept)  # the worker's whole stderr, for the reader of the one line below
+        why = f"{why.strip()[:300]} (its stderr: {kept})"
+        raise RuntimeError(f"worker exited (code {self.proc.wait()}): {why}")
 
     def run(self) -> tuple[int, float]:
         self.proc.stdin.write("run\n")
