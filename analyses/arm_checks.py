@@ -2,6 +2,7 @@
 the positive control on the validation split, and the comparison of two arms at matched pass@1.
 
     validation_control(Path("results/study-v3"), "es", seed=0)          # metrics.positive_control
+    validation_plateau(Path("results/study-v3"), "es", 0, margin=1 / 64, after=2)   # metrics.plateau
     matched_pass1(Path("results/study-v3"), "grpo", "es", seed=0, ks=[1, 8, 64])   # metrics.matched
 
 `validation_control` reads the arm's validate stage (every candidate checkpoint's greedy run and
@@ -19,12 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["validation_control", "matched_pass1", "per_problem_counts"]
+__all__ = ["validation_control", "validation_plateau", "matched_pass1", "per_problem_counts"]
+
+
+def _stages(root: Path) -> dict:
+    return json.loads((Path(root) / "study.json").read_text(encoding="utf-8"))["stages"]
 
 
 def _results(root: Path) -> dict:
-    stages = json.loads((Path(root) / "study.json").read_text(encoding="utf-8"))["stages"]
-    return {name: s.get("result") for name, s in stages.items()}
+    return {name: s.get("result") for name, s in _stages(root).items()}
 
 
 def per_problem_counts(run: Path, order: list | None = None) -> tuple[list, np.ndarray, np.ndarray]:
@@ -54,6 +58,22 @@ def validation_control(root: Path, method: str, seed: int, *, alpha: float = 0.0
     report = positive_control(c / n, scores, arm["picked"]["run"], alpha=alpha)
     return {**report, "method": method, "seed": seed, "picked_step": arm["picked"]["step"],
             "verdict": "ES comparisons judged" if report["passed"] else "not tested: the arm did not beat the base"}
+
+
+def validation_plateau(root: Path, method: str, seed: int, *, margin: float, after: int = 1) -> dict:
+    """metrics.plateau on the arm's validation curve (its last trainer's checkpoints): completions
+    to the plateau, and wall time pro rata: the training stage's seconds x the share of the arm's
+    completions spent by then (the checkpoints carry no clock; equal time per completion assumed)."""
+    from metrics.plateau import plateau
+
+    stages = _stages(root)
+    rows = stages[f"validate-{method}-s{seed}"]["result"]["candidates"]
+    train = stages[f"train-{method}-s{seed}"]
+    spent = train["result"]["budget"]["completions"]
+    found = plateau([r["completions"] for r in rows], [r["reward"] for r in rows], margin=margin, after=after)
+    return {**found, "method": method, "seed": seed, "step": rows[found["index"]]["step"],
+            "seconds_pro_rata": train["seconds"] * found["completions"] / spent if spent else None,
+            "train_seconds": train["seconds"], "train_completions": spent}
 
 
 def _curve(root: Path, results: dict, name: str, ids: list) -> list:

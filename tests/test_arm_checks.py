@@ -77,6 +77,22 @@ def test_on_the_committed_v2_study():
     assert control["candidates"] == 4 and control["picked_step"] == 9 and control["problems"] == 64
     assert control["base"] == pytest.approx(0.265625) and control["model"] == pytest.approx(0.484375)
     assert control["level"] == pytest.approx(0.0125) and control["passed"] == (control["p_value"] <= 0.0125)
+    from analyses.arm_checks import validation_plateau
+
+    flat = validation_plateau(V2, "es", 0, margin=1 / 64, after=1)  # rewards 17, 27, 31, 24 of 64
+    assert (flat["step"], flat["completions"], flat["reached"]) == (9, 1152, True)
+    assert flat["seconds_pro_rata"] == pytest.approx(584.1 * 1152 / 1536)
     matched = matched_pass1(V2, "grpo", "es", 0, [1, 8, 64])
     assert matched["a"]["curve"][0] == matched["b"]["curve"][0]  # the base's point starts both curves
     assert len(matched["a"]["curve"]) == 5 and [r["k"] for r in matched["passk"]] == [1, 8, 64]
+
+
+def test_plateau_is_the_earliest_checkpoint_near_the_best():
+    from metrics.plateau import plateau
+
+    p = plateau([384, 768, 1152, 1536], [0.27, 0.42, 0.48, 0.38], margin=1 / 64, after=2)
+    assert (p["index"], p["completions"], p["best"], p["checkpoints_after"], p["reached"]) == (2, 1152, 0.48, 1, False)
+    p = plateau([1, 2, 3, 4, 5], [0.1, 0.47, 0.5, 0.49, 0.5], margin=0.05, after=2, seconds=[10, 20, 30, 40, 50])
+    assert (p["index"], p["reached"], p["seconds"]) == (1, True, 20.0)
+    with pytest.raises(ValueError):
+        plateau([1, 2], [0.1], margin=0.0)
