@@ -82,8 +82,8 @@ def _paired(runs: dict, a: str, b: str, ks) -> dict:
 
     ta, tb = _counts(runs[a]), _counts(runs[b])
     shared = ta.index.intersection(tb.index)
-    table = paired_passk_difference(ta.loc[shared, "n"], ta.loc[shared, "c"], tb.loc[shared, "n"],
-                                    tb.loc[shared, "c"], ks)
+    table = paired_passk_difference((ta.loc[shared, "n"], ta.loc[shared, "c"]),
+                                    (tb.loc[shared, "n"], tb.loc[shared, "c"]), ks)
     return {int(r.k): {"a": a, "b": b, "pass_a": r.pass_a, "pass_b": r.pass_b, "difference": r.difference,
                        "ci_low": r.ci_low, "ci_high": r.ci_high, "n_problems": int(r.n_problems)}
             for r in table.itertuples()}

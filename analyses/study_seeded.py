@@ -1,4 +1,4 @@
-"""The figures of a seeded study (evalkit.study.seeded), read from its folder only.
+"""The figures of a seeded study (evalkit.study.stages' seeded plan), read from its folder only.
 
     figures = seeded_figures(Path("results/study-v2"))   # analyses.study_findings turns them into verdicts
 
@@ -76,8 +76,10 @@ class Study:
 
     @cached_property
     def answers(self) -> dict:
+        """Each held-out problem's right answers: its `answer`, or (a task with several right
+        answers, whose lines keep `kind` and `entry`: pairsum) every one of them."""
         lines = (self.root / "data" / "heldout.jsonl").read_text(encoding="utf-8").splitlines()
-        return {r["id"]: r["answer"] for r in map(json.loads, lines)}
+        return {r["id"]: _right_answers(r) for r in map(json.loads, lines)}
 
     @cached_property
     def problems(self) -> list:
@@ -107,11 +109,19 @@ class Study:
                  for x, o in zip(groups[p]["extracted"], groups[p]["outcome"], strict=True)] for p in self.problems]
         n = np.array([len(groups[p]) for p in self.problems])
         c = np.array([int(groups[p]["correct"].sum()) for p in self.problems])
-        own = [answer_key(self.answers[p]) for p in self.problems]
+        own = [frozenset(answer_key(a) for a in self.answers[p]) for p in self.problems]
         entropy = np.array([_token_weighted(groups[p]["mean_entropy"].to_numpy(float),
                                             groups[p]["num_tokens"].to_numpy(float)) for p in self.problems])
         return {"n": n, "c": c, "pass": per_problem_passk(n, c, ks), "placebo": placebo_passk(keys, own, ks),
                 "entropy": entropy, "keys": keys, "own": own}
+
+
+def _right_answers(record: dict) -> list:
+    if record.get("kind") == "pairsum":
+        from evalkit.tasks.pairsum import answers
+
+        return answers(record["entry"])
+    return [record["answer"]]
 
 
 def _token_weighted(entropy: np.ndarray, tokens: np.ndarray) -> float:
@@ -257,7 +267,7 @@ def _collapsed(base: dict, t: dict) -> int:
     count = 0
     for keys, own, solved in zip(t["keys"], t["own"], base["c"] > 0, strict=True):
         top = Counter(keys).most_common(1)
-        if solved and top and top[0][0] is not None and top[0][0] != own and top[0][1] >= 0.9 * len(keys):
+        if solved and top and top[0][0] is not None and top[0][0] not in own and top[0][1] >= 0.9 * len(keys):
             count += 1
     return count
 

@@ -18,6 +18,10 @@ another answer" (no random draw, so no extra noise). Problems sharing i's answer
 against them a solved problem would score its own skill, not chance. A problem whose answer
 every other problem shares has no placebo (NaN).
 
+A problem with several right answers (evalkit's `pairsum`: several pairs reach the target) gives
+its answers as a set of keys: a completion counts for problem j when its key is any of j's, and
+the partners of i are the problems with no right answer in common with i's.
+
 Answers are compared as `answer_key`s: numbers by value (27, 27.0 and " 27" are one key),
 other text stripped and case-folded. `key_agreement` says how often that comparison, against
 the problem's own answer, gives the grader's verdict (the placebo is only as good as it).
@@ -49,21 +53,31 @@ def answer_key(text) -> str | None:
     return repr(int(value)) if value == int(value) else repr(value)
 
 
+def _answer_set(answer) -> frozenset:
+    """A problem's right answer keys: one key, or a set (list, tuple) of them."""
+    return frozenset(answer) if isinstance(answer, (set, frozenset, list, tuple)) else frozenset([answer])
+
+
 def placebo_counts(keys: list[list], answers: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(n, c, valid): n[i] samples of problem i; c[i, j] how many equal problem j's answer;
-    valid[i, j] True where j's answer differs from i's (the partners the floor averages over)."""
-    answers = list(answers)
+    """(n, c, valid): n[i] samples of problem i; c[i, j] how many are one of problem j's answers;
+    valid[i, j] True where j shares no answer with i (the partners the floor averages over).
+    An answer is a key, or a set of keys for a problem with several right answers."""
+    sets = [_answer_set(a) for a in answers]
     n = np.asarray([len(k) for k in keys], dtype=np.int64)
     index: dict = {}
-    for j, a in enumerate(answers):
-        index.setdefault(a, []).append(j)
-    c = np.zeros((len(keys), len(answers)), dtype=np.int64)
+    for j, answer in enumerate(sets):
+        for a in answer:
+            index.setdefault(a, []).append(j)
+    c = np.zeros((len(keys), len(sets)), dtype=np.int64)
     for i, row in enumerate(keys):
         for key in row:
             for j in index.get(key, ()) if key is not None else ():
                 c[i, j] += 1
-    own = np.asarray(answers, dtype=object)
-    valid = own[:, None] != own[None, :]
+    if all(len(a) == 1 for a in sets):
+        own = np.asarray([next(iter(a)) for a in sets], dtype=object)
+        valid = own[:, None] != own[None, :]
+    else:
+        valid = np.array([[not (a & b) for b in sets] for a in sets], dtype=bool)
     return n, c, valid
 
 
@@ -93,5 +107,5 @@ def key_agreement(keys: list[list], answers: list, correct: list[list]) -> float
             if key is None:
                 continue
             total += 1
-            agree += (key == answer) == bool(ok)
+            agree += (key in _answer_set(answer)) == bool(ok)
     return agree / total if total else float("nan")

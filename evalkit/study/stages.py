@@ -223,11 +223,17 @@ def _seed_key(spec: StudySpec, seed: int | None) -> dict:
 # ---------------------------------------------------------------- data
 
 
-def _write_problems(path: Path, problems) -> None:
+def _write_problems(path: Path, problems, task: str) -> None:
+    """One line per problem; a task whose scorer reads the problem's record (evalkit.tasks.files
+    FILE_KINDS: pairsum, several right answers) keeps `kind` and `entry`, so the file is graded by it."""
     from evalkit.jsonio import write_atomic
+    from evalkit.tasks.files import FILE_KINDS
 
-    write_atomic(path, lambda fh: fh.writelines(
-        json.dumps({"id": p.id, "question": p.prompt, "answer": p.answer}) + "\n" for p in problems))
+    def line(p) -> str:
+        record = {"id": p.id, "question": p.prompt, "answer": p.answer}
+        return json.dumps(record | ({"kind": task, "entry": p.entry} if task in FILE_KINDS else {})) + "\n"
+
+    write_atomic(path, lambda fh: fh.writelines(line(p) for p in problems))
 
 
 def _heldout(spec: StudySpec) -> Stage:
@@ -242,7 +248,7 @@ def _heldout(spec: StudySpec) -> Stage:
         seen = {p.prompt for p in load(spec.train_task)}
         kept = [p for p in load(spec.eval_task) if p.prompt not in seen]
         folder.mkdir(parents=True, exist_ok=True)
-        _write_problems(folder / "heldout.jsonl", kept[: spec.eval_task["limit"]])
+        _write_problems(folder / "heldout.jsonl", kept[: spec.eval_task["limit"]], spec.eval_task["name"])
         return {"file": "data/heldout.jsonl", "problems": len(kept[: spec.eval_task["limit"]]),
                 "dropped_seen_in_training": len(load(spec.eval_task)) - len(kept)}
 
@@ -268,8 +274,9 @@ def _splits(spec: StudySpec) -> Stage:
                                      seen | {question_key(name, p.prompt) for p in held}, name, val["limit"])
         folder.mkdir(parents=True, exist_ok=True)
         for file, chosen in (("heldout.jsonl", held), ("validation.jsonl", valid)):
-            _write_problems(folder / file, chosen)
-        record = {"question_key": "arith: the sorted operands (a + b and b + a are one question); else the text",
+            _write_problems(folder / file, chosen, name)
+        record = {"question_key": ("arith: the sorted operands (a + b and b + a are one question); pairsum: the "
+                                  "sorted numbers and the target; else the text"),
                   "heldout": {"problems": len(held), **held_drops},
                   "validation": {"problems": len(valid), **valid_drops}}
         write_json_atomic(folder / "splits.json", record)

@@ -30,18 +30,29 @@ def _arith(size: int, seed: int, config: dict) -> Task:
     return arith.build(size, seed, config)
 
 
+def _pairsum(size: int, seed: int, config: dict) -> Task:
+    from evalkit.tasks import pairsum
+
+    return pairsum.build(size, seed, config)
+
+
 # Plain dict of evalkit's own tasks; any reasoning-gym dataset is reachable by
 # its own name too (see task_names()).
-TASKS: dict[str, Callable[[int, int, dict], Task]] = {"arith": _arith}
+TASKS: dict[str, Callable[[int, int, dict], Task]] = {"arith": _arith, "pairsum": _pairsum}
 
 
 def question_key(task: str, question: str) -> str:
     """What makes two questions of `task` the same question (a study's splits never share one):
-    the task's own rule where it has one (arith: evalkit.tasks.arith.question_key), else the text."""
+    the task's own rule where it has one (arith: evalkit.tasks.arith.question_key; pairsum:
+    evalkit.tasks.pairsum.question_key), else the text."""
     if task == "arith":
         from evalkit.tasks import arith
 
         return arith.question_key(question)
+    if task == "pairsum":
+        from evalkit.tasks import pairsum
+
+        return pairsum.question_key(question)
     return question
 
 
@@ -116,6 +127,10 @@ def grader_version(kind: str) -> str:
         from evalkit.tasks.rgym import VERSION
 
         return f"{VERSION} (reasoning-gym {version('reasoning-gym')})"
+    if kind == "pairsum":
+        from evalkit.tasks.pairsum import VERSION
+
+        return VERSION
     raise UsageError(f"task kind {kind!r} has no scorer")
 
 
@@ -130,7 +145,7 @@ def graded_by(settings: dict) -> str | None:
 def stale_grades(settings: dict) -> str | None:
     """A one-line warning when a stored run was graded by another grader than this evalkit's."""
     kind = (settings.get("task") or {}).get("kind")
-    if kind not in ("math", "reasoning_gym"):
+    if kind not in ("math", "reasoning_gym", "pairsum"):
         return None
     then, now = graded_by(settings), grader_version(kind)
     if then == now:
@@ -173,4 +188,8 @@ def scorer_for(spec: TaskSpec) -> Callable[[str, Problem], Grade]:
         from evalkit.tasks import rgym
 
         return rgym.scorer(spec)
+    if spec.kind == "pairsum":
+        from evalkit.tasks.pairsum import score
+
+        return score
     raise UsageError(f"task {spec.name!r} has no scorer (kind {spec.kind!r})")

@@ -6,6 +6,10 @@ of `question`, `problem`, `prompt`; the answer from `answer`, `solution`,
 reported by number.
 
 Example line: {"id": "q1", "question": "What is 2+2?", "answer": "4"}
+
+A file of problems of a task whose scorer reads the problem's record (`FILE_KINDS`: pairsum)
+holds `kind` and `entry` on every line, as a study's held-out split writes them
+(evalkit.study.stages), and is graded by that task's scorer instead of math-verify.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from evalkit.jsonio import file_sha256, read_jsonl
 from evalkit.tasks.base import Problem, Task, TaskSpec, first_duplicate
 
 QUESTION_KEYS = ("question", "problem", "prompt")
+FILE_KINDS = ("pairsum",)  # task kinds whose scorer reads `entry`: a file of them keeps it
 ANSWER_KEYS = ("answer", "solution", "final_answer")
 
 
@@ -32,6 +37,7 @@ def load(path: Path, config: dict | None = None) -> Task:
     digest = file_sha256(path)
     if config:
         return _load_with(path, records, config, digest)
+    kind = _kind(path, records)
     problems = []
     for lineno, record in records:
         question = _first(record, QUESTION_KEYS)
@@ -42,10 +48,13 @@ def load(path: Path, config: dict | None = None) -> Task:
                 f"and an answer ({'/'.join(ANSWER_KEYS)})"
             )
         pid = str(record.get("id", lineno))
-        problems.append(Problem(pid, str(question), str(answer)))
+        entry = record.get("entry") if kind != "math" else None
+        if kind != "math" and not isinstance(entry, dict):
+            raise UsageError(f"{path}:{lineno}: a {kind} problem needs its `entry` (the record its scorer reads)")
+        problems.append(Problem(pid, str(question), str(answer), entry))
     if clash := first_duplicate([p.id for p in problems]):
         raise UsageError(f"{path}: problem ids are not unique: {clash}")
-    spec = TaskSpec(path.stem, "math", len(problems), None, "{}", str(path.resolve()), digest)
+    spec = TaskSpec(path.stem, kind, len(problems), None, "{}", str(path.resolve()), digest)
     return Task(spec, tuple(problems))
 
 
@@ -63,6 +72,15 @@ def _load_with(path: Path, records: list, config: dict, digest: str) -> Task:
     spec = TaskSpec(path.stem, "math", len(problems), None, json.dumps(used, sort_keys=True), str(path.resolve()),
                     digest)
     return Task(spec, tuple(problems))
+
+
+def _kind(path: Path, records: list) -> str:
+    """The file's task kind: `math` unless its lines name one of FILE_KINDS (all the same)."""
+    kinds = {str(r.get("kind", "math")) for _, r in records}
+    if len(kinds) > 1 or not kinds <= {"math", *FILE_KINDS}:
+        raise UsageError(f"{path}: lines name the task kinds {sorted(kinds)}; a file holds one of math, "
+                         f"{', '.join(FILE_KINDS)}")
+    return kinds.pop()
 
 
 def _first(record: dict, keys: tuple[str, ...]):
