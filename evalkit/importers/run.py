@@ -41,6 +41,13 @@ from pathlib import Path
 
 from evalkit.errors import UsageError
 from evalkit.importers.base import Imported, ImportOptions, outcome_of
+from evalkit.importers.folder import (
+    check_out,
+    sweep_old_temporary_folder,
+    task_file,
+    write_run,
+    write_task_file,
+)
 from evalkit.jsonio import file_sha256
 
 __all__ = ["run_import", "FORMATS", "reader"]
@@ -83,7 +90,7 @@ def run_import(fmt: str, path: Path, out: Path, opts: ImportOptions, *, progress
     if not path.exists():
         raise UsageError(f"{path}: no such file or folder")
     with locked(out):  # one writer before any work; a refused import leaves no folder behind
-        _sweep_old_temporary_folder(out)
+        sweep_old_temporary_folder(out)
         found = read(path, opts)
         runs = found if isinstance(found, list) else [found]
         if len(runs) > 1 and opts.task:
@@ -91,7 +98,7 @@ def run_import(fmt: str, path: Path, out: Path, opts: ImportOptions, *, progress
                              "--task names one: give the dataset's own file")
         for imported in runs:
             _check_whole(imported, opts)
-        _check_out(out, runs)
+        check_out(out, runs, _run_names(runs))
         if len(runs) == 1:
             return _import_one(runs[0], out, opts, progress)
         return {"runs": _import_several(runs, out, opts, progress)}
@@ -142,7 +149,7 @@ def _import_one(imported: Imported, out: Path, opts: ImportOptions, progress) ->
                     else:
                         written.unlink()
             raise
-        return _write(out, imported, task, records, grading | _provenance(imported, opts), _task_file(task, out))
+        return write_run(out, imported, task, records, grading | _provenance(imported, opts), task_file(task, out))
 
 
 def _check_whole(imported: Imported, opts: ImportOptions) -> None:
@@ -158,75 +165,6 @@ def _run_names(runs: list[Imported]) -> list[str]:
         seen[name] += 1
         names.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
     return names
-
-
-IMPORT_FILES = ("run.json", "samples.jsonl", "summary.json", "task")  # what an import writes in its folder
-
-
-def _held(folder: Path) -> list[str]:
-    """The entries of a folder, its lock and temporary files (evalkit.jsonio.temp_path) left out."""
-    from evalkit.jsonio import temp_writer
-    from evalkit.locks import LOCK
-
-    return sorted(n for n in os.listdir(folder) if n != LOCK and temp_writer(n) is None)
-
-
-def _check_out(out: Path, runs: list[Imported]) -> None:
-    """`out` is empty, or holds what this import writes (its run folder, or one per dataset when the
-    file holds several) from the same source files, which the rerun of an interrupted import goes
-    on with; else one line, before anything is graded or written. (Another import into the same
-    folder at the same time is refused by the lock.)"""
-    entries = _held(out)
-    if not entries:
-        return
-    if len(runs) == 1:
-        found = {out: runs[0]}
-    else:
-        names = dict(zip(_run_names(runs), runs, strict=True))
-        found = {out / name: names.get(name) for name in entries}
-    for folder, imported in found.items():
-        if why := _not_an_import(folder, imported):
-            raise UsageError(f"--out {out}: exists and is not empty ({why}); evalkit import writes a new run "
-                             "folder, or finishes its own interrupted one: use a new or empty --out")
-
-
-def _not_an_import(folder: Path, imported: Imported | None) -> str | None:
-    """Why `folder` is not (the start of) the run folder of an evalkit import of `imported`'s
-    files, or None; `imported` None: of any files."""
-    from evalkit.rundir import read_settings
-
-    if not folder.is_dir() or folder.is_symlink():
-        return f"{folder.name} is not a folder"
-    entries = _held(folder)
-    if other := next((n for n in entries if n not in IMPORT_FILES), None):
-        return f"it holds {folder / other}, which an import does not write"
-    if "run.json" not in entries:
-        return next((f"{folder / n} without run.json" for n in entries if n != "task"), None)
-    settings = read_settings(folder / "run.json")
-    source = settings.get("import")
-    if settings.get("kind") != "passk" or not isinstance(source, dict):
-        return f"{folder / 'run.json'} is not an import's"
-    if imported is not None:
-        theirs = [s.get("sha256") for s in source.get("sources", []) if isinstance(s, dict)]
-        if theirs != [file_sha256(f) for f in imported.files]:
-            named = next((s.get("path") for s in source.get("sources", []) if isinstance(s, dict)), "?")
-            return f"it holds an import of other files ({named})"
-    return None
-
-
-def _sweep_old_temporary_folder(out: Path) -> None:
-    """The folder that imports before issue 43 wrote beside `out` and renamed into place
-    (`.<out>.import-PID`), left by a kill: removed when its writer no longer runs and it holds
-    only what an import writes."""
-    import glob
-
-    from evalkit.jsonio import writer_running
-
-    for old in out.parent.glob(f".{glob.escape(out.name)}.import-*"):
-        pid = old.name.rsplit("-", 1)[1]
-        if pid.isdigit() and not writer_running(int(pid)) and old.is_dir() and not old.is_symlink() \
-                and _not_an_import(old, None) is None:
-            shutil.rmtree(old, ignore_errors=True)
 
 
 def _keep_grades(imported: Imported, opts: ImportOptions) -> bool:
@@ -327,31 +265,10 @@ def _own_task(imported: Imported, opts: ImportOptions, out: Path, wrote: list[Pa
         rows.append({"id": key, qkey: str(info.get("question") or key), akey: str(gold)})
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", imported.name).strip("._")[:80] or "problems"
     path = out / "task" / f"{name}.jsonl"
-    _write_task_file(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), wrote)
+    write_task_file(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), wrote)
     task = files.load(path, {"preset": opts.preset} if preset else None)
     imported.notes["gold"] = f"preset {opts.preset}" if preset else dict(rules)
     return task, {p.id: p for p in task.problems}, {key: key for key in imported.problems}
-
-
-def _write_task_file(path: Path, text: str, wrote: list[Path]) -> None:
-    """The import's task file, written atomically; one already there is kept when it holds exactly
-    these bytes (an interrupted run of the same import wrote it), else refused."""
-    from evalkit.jsonio import write_atomic, write_failure
-
-    if path.exists():
-        if path.is_file() and not path.is_symlink() and path.read_bytes() == text.encode("utf-8"):
-            return
-        raise UsageError(f"--out {path.parent.parent}: holds {path}, which is not this import's task file; "
-                         "use a new or empty --out")
-    try:
-        if not path.parent.is_dir():
-            path.parent.mkdir()
-            wrote.append(path.parent)
-        write_atomic(path, lambda fh: fh.write(text))
-        wrote.append(path)
-    except OSError as exc:
-        raise UsageError(f"--out {path.parent.parent}: cannot be written ({write_failure(exc)}); nothing was "
-                         "imported yet") from None
 
 
 # ---------------------------------------------------------------- samples and grades
@@ -444,7 +361,7 @@ def _token_counts(imported: Imported, opts: ImportOptions) -> list[int | None]:
     return counts
 
 
-# ---------------------------------------------------------------- the run folder
+# ---------------------------------------------------------------- provenance
 
 
 def _provenance(imported: Imported, opts: ImportOptions) -> dict:
@@ -456,61 +373,3 @@ def _provenance(imported: Imported, opts: ImportOptions) -> dict:
     if imported.reported:
         record["reported"] = asdict(imported.reported)
     return record
-
-
-def _task_file(task, out: Path) -> dict[str, bytes]:
-    """The import's own task file as it lies in `out`, by name, or nothing (a --task import)."""
-    source = Path(task.spec.source or "")
-    if source.parent != out.resolve() / "task":
-        return {}
-    try:
-        return {f"task/{source.name}": source.read_bytes()}
-    except OSError:
-        return {}
-
-
-def _write(out: Path, imported: Imported, task, records: list, provenance: dict, own: dict) -> dict:
-    """run.json, then the samples it misses (all, unless an interrupted run of this import wrote
-    some), then summary.json, through the run folder's one writer; a folder that cannot be written
-    gives one line, the finished import (with `own`, its task file) kept beside it
-    (evalkit.outdir.rescue)."""
-    from evalkit.jsonio import json_text, jsonl_line
-    from evalkit.outdir import rescue
-    from evalkit.rundir import (
-        SAMPLES,
-        SETTINGS,
-        SUMMARY,
-        RunDir,
-        WriteFailed,
-        estimator_options,
-        summarize,
-    )
-
-    per_problem = Counter(r["problem_id"] for r in records)
-    n = max(per_problem.values())
-    used = set(per_problem)
-    first = {p.id for p in task.problems[: len(used)]}
-    count = len(used) if first == used else len(task.problems)  # passk's --limit: the task's first problems
-    provenance["samples_per_problem"] = {str(k): v for k, v in sorted(Counter(per_problem.values()).items())}
-    grader = provenance.pop("grader")
-    settings = {"kind": "passk", "model": {"name": imported.model or f"{imported.format} import", "sha256": None,
-                                           "dtype": None},
-                "task": task.spec.identity(), "grader": grader, "problems": count,
-                "sampling": {"n": n, **imported.sampling},  # settings the source does not record are absent
-                "import": provenance}
-    run = RunDir(out, settings)
-    summary = summarize(records, task.problems[:count], run.settings, estimator_options(n))
-    if imported.partial:  # every figure of a partial import carries the word (console, report)
-        summary["partial"] = imported.partial
-    try:
-        with RunDir.open(out, settings, inputs=("task",)) as run:  # one writer, as for every run folder
-            done = {(r["problem_id"], r["sample_index"]) for r in run.samples()}
-            run.append(r for r in records if (r["problem_id"], r["sample_index"]) not in done)
-            run.write_summary(summary)
-    except UsageError as exc:  # a full disk (WriteFailed), or the folder changed under the lock by a
-        why = exc.why if isinstance(exc, WriteFailed) else str(exc)  # writer that takes none
-        files = {SETTINGS: json_text(run.settings), SAMPLES: b"".join(jsonl_line(r) for r in records),
-                 SUMMARY: json_text(summary), **own}
-        raise UsageError(f"--out {out}: cannot be written ({why}); the finished import is kept in "
-                         f"{rescue(out, files)}") from None
-    return summary
