@@ -216,6 +216,23 @@ def test_only_dead_writers_temporary_files_are_removed(zygotes, inputs, tmp_path
         live.wait()
 
 
+def test_the_folder_an_import_before_issue_43_left_is_removed_once_its_writer_is_gone(zygotes, inputs, tmp_path):
+    """Imports before issue 43 wrote `.<out>.import-PID` beside `--out` and renamed it into place;
+    one a kill left (its writer gone, holding only what an import writes) is removed by the next
+    import into that `--out`; a live writer's stays."""
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        dead = _dead_pid()
+        for pid in (dead, live.pid):
+            shutil.copytree(inputs["imported"], tmp_path / f".out.import-{pid}")
+        done = zygotes[0].run(["import", "lm-eval", str(LM_EVAL), "--partial", "--out", str(tmp_path / "out")], tmp_path)
+        assert done.code == 0, done.output
+        assert sorted(p.name for p in tmp_path.iterdir()) == [f".out.import-{live.pid}", "out"]
+    finally:
+        live.kill()
+        live.wait()
+
+
 def _case(name: str, inputs: dict, work: Path) -> tuple[list[str], Path]:
     template, prepare = CASES[name]
     fills = prepare(inputs, work)

@@ -567,3 +567,17 @@ def test_an_import_into_a_folder_another_import_holds_or_filled_is_refused_befor
     before = snapshot(same)
     assert runner.invoke(app, _with_source(IMPORT, world, same, source)).exit_code == 0
     assert snapshot(same) == before
+
+
+@pytest.mark.parametrize("args", [IMPORT, ["report", "{run}", "--out", "{out}"]], ids=["import", "report"])
+def test_a_relative_out_whose_working_directory_was_removed_is_one_line(world, source, tmp_path, args):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    argv = _with_source(args, world, Path("out"), source)
+    code = (f"import os, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); from evalkit.cli import main; "
+            f"sys.argv = ['evalkit', *{argv!r}]; main()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("error:") and done.stderr.count("\n") == 1, done.stderr
+    assert "the working directory it is relative to was removed" in done.stderr
+    assert sorted(tmp_path.iterdir()) == []
