@@ -44,6 +44,8 @@ def test_update_figures_are_the_change_applied(tiny_model, dtype, chunk, monkeyp
     assert got["update/norm"] == pytest.approx(float(delta.norm()), rel=1e-6)
     assert got["update/norm_fp32"] == pytest.approx(float(intended.norm()), rel=1e-5)
     assert got["update/changed_frac"] == changed / d
+    weights = torch.cat([b.double().view(-1) for b in before]).norm()
+    assert got["update/rel_norm"] == pytest.approx(float(delta.norm() / weights), rel=1e-6)
     assert 0 < changed < d if dtype == "bfloat16" else changed > 0.99 * d
 
 
@@ -63,6 +65,7 @@ def test_no_spread_no_step(tiny_model):
     record = es.step_record(es.es_update_(params, es.member_seeds(0, 1, 3), population_zscores([0.5] * 3), 1.0,
                                           "iid"), 1e-3)
     assert record["update/norm"] == record["update/over_perturbation"] == record["update/changed_frac"] == 0.0
+    assert record["update/rel_norm"] == 0.0
     assert es.step_record(None, 1e-3) == {}  # a Ray update whose figures were lost: no fields, no zeros
 
 
