@@ -23,7 +23,11 @@ from evalkit.errors import UsageError
 from evalkit.importers.base import Imported
 from evalkit.jsonio import file_sha256
 
-__all__ = ["IMPORT_FILES", "check_out", "sweep_old_temporary_folder", "write_task_file", "task_file", "write_run"]
+__all__ = ["KeptBeside", "IMPORT_FILES", "check_out", "sweep_old_temporary_folder", "write_task_file", "task_file", "write_run"]
+
+class KeptBeside(UsageError):
+    """A finished import its folder could not take, written beside it (the message says where)."""
+
 
 IMPORT_FILES = ("run.json", "samples.jsonl", "summary.json", "task")  # what an import writes in its folder
 
@@ -166,6 +170,6 @@ def write_run(out: Path, imported: Imported, task, records: list, provenance: di
         why = exc.why if isinstance(exc, WriteFailed) else str(exc)  # writer that takes none
         files = {SETTINGS: json_text(run.settings), SAMPLES: b"".join(jsonl_line(r) for r in records),
                  SUMMARY: json_text(summary), **own}
-        raise UsageError(f"--out {out}: cannot be written ({why}); the finished import is kept in "
+        raise KeptBeside(f"--out {out}: cannot be written ({why}); the finished import is kept in "
                          f"{rescue(out, files)}") from None
     return summary

@@ -42,6 +42,7 @@ from pathlib import Path
 from evalkit.errors import UsageError
 from evalkit.importers.base import Imported, ImportOptions, outcome_of
 from evalkit.importers.folder import (
+    KeptBeside,
     check_out,
     sweep_old_temporary_folder,
     task_file,
@@ -122,6 +123,8 @@ def _import_several(runs: list[Imported], out: Path, opts: ImportOptions, progre
                 made.append(out / name)
             summaries[name] = _import_one(imported, out / name, opts, progress)
         return summaries
+    except KeptBeside:  # the datasets finished before stay, the one that failed is beside its folder
+        raise
     except UsageError:
         for folder in made:
             shutil.rmtree(folder, ignore_errors=True)

@@ -66,6 +66,19 @@ for line in iter(sys.stdin.readline, ""):
                     pass
         print(json.dumps({"modules": len(sys.modules)}), flush=True)
         continue
+    if "here" in job:  # a command run in this process (no torch work: fork-safe), so that its caches
+        out = os.dup(1)  # (matplotlib's text layout, fonts) are warm in every child
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1), os.dup2(null.fileno(), 2)
+            sys.argv = ["evalkit", *job["here"]]
+            try:
+                evalkit.cli.main()
+            except SystemExit:
+                pass
+            sys.stdout.flush(), sys.stderr.flush()
+        os.dup2(out, 1), os.dup2(out, 2), os.close(out)
+        print(json.dumps({"done": True}), flush=True)
+        continue
     r, w = os.pipe()
     sys.stdout.flush()
     pid = os.fork()
@@ -201,6 +214,13 @@ class Zygote:
         self.proc.stdin.flush()
         json.loads(self.proc.stdout.readline())
         return done
+
+    def warm_here(self, argv: list[str]) -> None:
+        """Run `evalkit ARGV` in the zygote itself (a command that does no torch work, such as
+        `report`): what it caches (matplotlib's fonts and text layout) is warm in every child."""
+        self.proc.stdin.write(json.dumps({"here": [str(a) for a in argv]}) + "\n")
+        self.proc.stdin.flush()
+        assert json.loads(self.proc.stdout.readline()) == {"done": True}
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
