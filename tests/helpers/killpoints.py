@@ -2,21 +2,26 @@
 rerun it, and compare what it leaves with an uninterrupted run's.
 
     with Zygote() as z:
-        whole = z.run(argv)                         # the reference, its writes to OUT listed in order
-        points = kill_points(whole.trace, OUT)      # [(syscall, n, what)]: every write, rename, ...
-        z.run(argv, kill=points[3], paths=...)      # SIGKILL on entering the 3rd such call
+        whole = z.run(argv, OUT, trace=True)        # the reference: its calls on OUT's paths, in order
+        points = kill_points(whole.trace)           # [Call]: every write, rename, removal, ...
+        z.run(argv, OUT, kill=points[3], paths=traced_paths(whole.trace, OUT))   # SIGKILL there
+        z.run(argv, OUT)                            # the rerun; then compare state(...) with the reference's
 
 Each command runs in a child forked from one process that has already imported evalkit, torch,
 transformers and matplotlib (the zygote): a run costs its own work, not Python's start-up. The
-child waits on a pipe until strace has attached to it (`strace -p`), so its pid, and with it the
-names of its temporary files (`.NAME.tmpPID`), is known before it starts: the kill is counted
-among the calls on OUT's paths only (`strace -P`), never among a pipe's or the terminal's.
+zygote also starts the graders' forkserver once (math_verify preloaded), shared by its children,
+and `warm_here` runs a command without torch work (a report) in the zygote itself, so that
+matplotlib's caches are warm in every child. The child waits on a pipe until strace has
+attached to it (`strace -p`), so its pid, and with it the names of its temporary files
+(`.NAME.tmpPID`), is known before it starts: the kill is counted among the calls on OUT's paths
+only (`strace -P`), never among a pipe's or the terminal's.
 
 Only the child's main thread is traced: it makes every write to OUT (the sampler's and grader's
-threads and processes write none). A kill on entering a call that changes nothing on disk
-(a read) leaves the state of a kill on entering the next call that does: killing at each call
-that writes, creates, renames, removes, syncs or locks under OUT reaches every state a kill can
-leave there.
+threads and processes write none; checked once with `strace -f` on passk). A kill on entering a
+call that changes nothing on disk (an open for reading, fsync, flock: a SIGKILL keeps the page
+cache) leaves the state of a kill on entering the next call that does (`kill_points`): killing
+at each call that writes, creates, renames, links, removes or truncates under OUT reaches every
+state a kill can leave there.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ MUTATING = ("openat", "write", "pwrite64", "writev", "rename", "renameat", "rena
 WRITE_FLAGS = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND")
 
 ZYGOTE = r"""
-import ctypes, importlib, json, os, sys, traceback
+import ctypes, json, os, sys, traceback
 import torch, transformers, matplotlib  # noqa: F401  what the commands import, once
 matplotlib.use("Agg")
 import matplotlib.pyplot  # noqa: F401
@@ -57,15 +62,6 @@ libc = ctypes.CDLL(None, use_errno=True)
 print("ready", flush=True)
 for line in iter(sys.stdin.readline, ""):
     job = json.loads(line)
-    if "preload" in job:  # what earlier children imported: imported here once, before the next fork
-        for name in job["preload"]:
-            if name not in sys.modules and not name.startswith("__"):
-                try:
-                    importlib.import_module(name)
-                except BaseException:
-                    pass
-        print(json.dumps({"modules": len(sys.modules)}), flush=True)
-        continue
     if "here" in job:  # a command run in this process (no torch work: fork-safe), so that its caches
         out = os.dup(1)  # (matplotlib's text layout, fonts) are warm in every child
         with open(os.devnull, "w") as null:
@@ -104,9 +100,6 @@ for line in iter(sys.stdin.readline, ""):
             traceback.print_exc()
         finally:
             sys.stdout.flush(), sys.stderr.flush()
-            if job.get("modules"):
-                with open(job["modules"], "w") as fh:
-                    json.dump(list(sys.modules), fh)
             os._exit(code)
     os.close(r)
     print(json.dumps({"pid": pid}), flush=True)
@@ -173,14 +166,12 @@ class Zygote:
         self.scratch = Path(tempfile.mkdtemp(prefix="killpoints-"))
 
     def run(self, argv: list[str], out: Path, *, cwd: Path | None = None, kill: Call | None = None,
-            fault: str | None = None, paths: tuple[str, ...] = (), trace: bool = False, env: dict | None = None,
-            _modules: Path | None = None) -> Run:
+            fault: str | None = None, paths: tuple[str, ...] = (), trace: bool = False, env: dict | None = None) -> Run:
         """Run `evalkit ARGV` in a fresh child. `trace`: list its calls on OUT's paths. `kill`: SIGKILL on
         entering that call (counted among the calls of its name on `paths`, `{pid}` filled in).
         `fault`: an strace tamper for that call instead (`error=ENOSPC`)."""
         log = self.scratch / "output.txt"
-        job = {"argv": [str(a) for a in argv], "cwd": str(cwd or self.scratch), "log": str(log), "env": env or {},
-               "modules": str(_modules or "")}
+        job = {"argv": [str(a) for a in argv], "cwd": str(cwd or self.scratch), "log": str(log), "env": env or {}}
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()
         pid = json.loads(self.proc.stdout.readline())["pid"]
@@ -204,16 +195,6 @@ class Zygote:
             tracer.communicate(timeout=60)
             calls = parse(trace_file.read_text(), Path(out), pid)
         return Run(code, log.read_text(errors="replace"), calls, pid)
-
-    def warm(self, argv: list[str], out: Path, **kw) -> Run:
-        """Run `evalkit ARGV` once, then import here every module it imported: later children
-        start with them (a command's own imports, lazy inside its functions, cost seconds)."""
-        modules = self.scratch / "modules.json"
-        done = self.run(argv, out, _modules=modules, **kw)
-        self.proc.stdin.write(json.dumps({"preload": json.loads(modules.read_text())}) + "\n")
-        self.proc.stdin.flush()
-        json.loads(self.proc.stdout.readline())
-        return done
 
     def warm_here(self, argv: list[str]) -> None:
         """Run `evalkit ARGV` in the zygote itself (a command that does no torch work, such as
