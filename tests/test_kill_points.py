@@ -28,6 +28,8 @@ import pytest
 from helpers import killpoints
 from helpers.refusals import fill
 
+from evalkit.outdir import MARK
+
 # Fields that differ between two uninterrupted runs of the same command, masked before comparing
 # (a file's name -> JSON keys at its top level); nothing else is:
 #   summary.json's `timing` (passk, interpolate's points: wall seconds and tokens of this session).
@@ -287,11 +289,46 @@ def _full_disk_in_import(zygote, inputs, work: Path) -> None:
     assert got == {rel: data for rel, data in want.items() if rel not in ("out", "out/.lock")}
 
 
+def _full_disk_in_regrade(zygote, inputs, work: Path) -> None:
+    """ENOSPC at the first append of new grades: one line naming where the grades so far are kept;
+    the old samples, summary and run.json untouched; the rerun regrades to the uninterrupted bytes."""
+    argv, out = _case("regrade", inputs, work)
+    whole = zygote.run(argv, out, trace=True)
+    want = _seen(work)
+    before = _seen(_case("regrade", inputs, work)[1].parent)
+    full = zygote.run(argv, out, kill=_write_to(whole.trace, ".regrade.jsonl"), fault="error=ENOSPC",
+                      paths=killpoints.traced_paths(whole.trace, out))
+    assert full.code == 2, full.output
+    _one_error_line(full.output, "No space left on device")
+    got = _seen(work)
+    assert all(got[rel] == before[rel] for rel in ("run/run.json", "run/samples.jsonl", "run/summary.json"))
+    assert zygote.run(argv, out).code == 0 and _seen(work) == want  # the rerun finishes it
+
+
+def _full_disk_in_report(zygote, inputs, work: Path) -> None:
+    """ENOSPC at index.html's write: one line naming the folder beside --out that holds the
+    finished report, byte for byte the uninterrupted one."""
+    argv, out = _case("report", inputs, work)
+    whole = zygote.run(argv, out, trace=True)
+    want = _seen(work)
+    _case("report", inputs, work)
+    full = zygote.run(argv, out, kill=_write_to(whole.trace, ".index.html.tmp{pid}"), fault="error=ENOSPC",
+                      paths=killpoints.traced_paths(whole.trace, out))
+    assert full.code == 2, full.output
+    line = _one_error_line(full.output, "No space left on device")
+    rescued = next(work.glob("out.rescued-*"))
+    assert f"kept in {rescued}" in line, line
+    got = {f"out/{rel}": data for rel, data in _seen(rescued).items()}
+    assert got == {rel: data for rel, data in want.items() if rel not in ("out", "out/.lock", "out/" + MARK)}
+
+
 def test_a_full_disk_is_one_line_and_keeps_what_was_complete(zygotes, inputs, tmp_path):
     """ENOSPC injected at one write (strace `inject=write:error=ENOSPC:when=N`): exit 2, one line,
-    and what was complete is kept (passk in its folder, import beside it)."""
-    with ThreadPoolExecutor(2) as pool:
-        done = [pool.submit(_full_disk_in_passk, zygotes[0], inputs, tmp_path / "passk"),
-                pool.submit(_full_disk_in_import, zygotes[-1], inputs, tmp_path / "import")]
-        for each in done:
-            each.result()
+    and what was complete is kept (passk and regrade in their folder, import and report beside it)."""
+    cases = [(_full_disk_in_passk, "passk"), (_full_disk_in_import, "import"), (_full_disk_in_regrade, "regrade"),
+             (_full_disk_in_report, "report")]
+    with ThreadPoolExecutor(len(zygotes)) as pool:
+        shares = [pool.submit(lambda z, mine: [check(z, inputs, tmp_path / name) for check, name in mine],
+                              zygote, cases[i :: len(zygotes)]) for i, zygote in enumerate(zygotes)]
+        for share in shares:
+            share.result()
