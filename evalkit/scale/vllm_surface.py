@@ -18,9 +18,10 @@ __all__ = ["LLM_KWARGS", "LLM_CALLS", "SAMPLING_PARAMS", "TOKENS_PROMPT", "LOGPR
            "REQUEST_OUTPUT", "READ", "IMPORTS", "ENVIRONMENT", "WORKER", "CHECKED"]
 
 # vllm.LLM(...) keywords (evalkit.scale.vllm_backend.start_engine): model, dtype, seed and the memory ones
-# (engine_memory) always; the trainers add the last two
+# (engine_memory) always; the CPU build's whole prefills (whole_prefills); the trainers add the last two
 LLM_KWARGS = ("model", "dtype", "seed", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_model_len",
-              "distributed_executor_backend", "worker_extension_cls")
+              "enable_chunked_prefill", "max_num_batched_tokens", "distributed_executor_backend",
+              "worker_extension_cls")
 # LLM methods called: {name: (positional arguments, keyword arguments)}
 LLM_CALLS = {
     "generate": (("prompts", "sampling_params"), ("use_tqdm",)),
