@@ -150,7 +150,8 @@ def load_vllm(job: dict):
 
     tok = AutoTokenizer.from_pretrained(job["model"])
     prompts = [{"prompt_token_ids": tok(p, add_special_tokens=False)["input_ids"]} for p in job["prompts"]]
-    engine = vllm.LLM(model=job["model"], dtype="float32", seed=0, max_model_len=512, kv_cache_memory_bytes=1 << 30)
+    engine = vllm.LLM(model=job["model"], dtype="float32", seed=0, max_model_len=512, kv_cache_memory_bytes=1 << 30,
+                      enable_chunked_prefill=False, max_num_batched_tokens=8192)  # seeded: see whole_prefills
     first = engine.generate(prompts, vllm.SamplingParams(max_tokens=1, temperature=0, logprobs=5), use_tqdm=False)
     top = np.full((len(prompts), 2, 5), np.nan)  # [prompt, (token id, logprob), rank]
     for i, out in enumerate(first):

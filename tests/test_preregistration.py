@@ -387,7 +387,7 @@ def test_the_study_records_its_claims_before_the_first_training_stage_and_keeps_
               Stage("passk-es-s0", "passk/es/seed-0", ("train-es-s0",),
                     {"p": 1, "inputs": {"train-es-s0": identity_hash(trained)}}, 0, evaluate,
                     weights=("train-es-s0",))]
-    monkeypatch.setattr("evalkit.study.stages.plan", lambda spec: stages)
+    monkeypatch.setattr("evalkit.study.stages.plan", lambda spec, sampler=None: stages)
     (tmp_path / "claims.toml").write_text(CLAIMS)
     study = tmp_path / "study.toml"
     study.write_text(toy_study().replace('title = "t"', f'title = "t"\nseeds = [0, 1]\nclaims = '

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from evalkit.cli import app
+from evalkit.sampling import SAMPLER_VERSION
 from evalkit.tasks.mathgrade import VERSION
 
 OLD_RUN = Path(__file__).parent / "data" / "run_v01"
@@ -114,8 +115,14 @@ def test_stale_grades_are_named_when_read_and_refused_on_resume(old_run, tiny_mo
     result = runner.invoke(app, ["groups", str(old_run)])
     assert result.exit_code == 0, result.output
     assert "warning:" in result.output and "graded by math-1" in result.output and VERSION in result.output
-    resume = runner.invoke(app, ["passk", str(tiny_model), "--task", "arith", "--n", "4", "--k", "1,2,4",
-                                 "--limit", "6", "--max-new-tokens", "24", "--out", str(old_run)])
+    argv = ["passk", str(tiny_model), "--task", "arith", "--n", "4", "--k", "1,2,4", "--limit", "6",
+            "--max-new-tokens", "24", "--out", str(old_run)]
+    resume = runner.invoke(app, argv)  # drawn by hf-1: refused by its sampler first, which a regrade cannot mend
+    assert resume.exit_code == 2 and 'sampler="hf-1"' in resume.output and "regrade" not in resume.output
+    settings = json.loads((old_run / "run.json").read_text())
+    settings["sampler"] = SAMPLER_VERSION  # as if this sampler had drawn it: the stale grades are what is refused
+    (old_run / "run.json").write_text(json.dumps(settings))
+    resume = runner.invoke(app, argv)
     assert resume.exit_code == 2 and "evalkit regrade" in resume.output and "math-1" in resume.output
 
 

@@ -59,7 +59,7 @@ def test_a_terminated_study_records_the_stage_as_interrupted_with_its_time(tmp_p
 
     stages = [Stage("first", "first", (), {"inputs": {}}, 0, done),
               Stage("second", "second", ("first",), {"inputs": {"first": ""}}, 0, killed)]
-    monkeypatch.setattr("evalkit.study.stages.plan", lambda spec: stages)
+    monkeypatch.setattr("evalkit.study.stages.plan", lambda spec, sampler=None: stages)
     out = tmp_path / "study"
     result = runner.invoke(app, ["study", str(STUDIES / "smoke.toml"), "--out", str(out)])
     assert result.exit_code == 143, result.output
