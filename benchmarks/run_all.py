@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -130,7 +131,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help=f"comma-separated subset of: {', '.join(BENCHES)}")
     ap.add_argument("--table", action="store_true", help="run nothing: rewrite SUMMARY.md from the stored rows")
+    ap.add_argument("--args", action="append", default=[], metavar="NAME=ARGS",
+                    help="more arguments for one benchmark's script, e.g. --args 'vllm=--slices 2' (its rows say so)")
     args = ap.parse_args()
+    extra = {}
+    for item in args.args:
+        name, _, more = item.partition("=")
+        if name not in BENCHES:
+            raise SystemExit(f"--args {item!r}: no benchmark {name!r}; known: {', '.join(BENCHES)}")
+        extra[name] = shlex.split(more)
     names = [] if args.table else [n for n in BENCHES if not args.only or n in args.only.split(",")]
     unknown = set(args.only.split(",")) - set(BENCHES) - {""}
     if unknown:
@@ -138,7 +147,8 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     results = {}
     for name in names:
-        results[name] = run_one(name, *BENCHES[name])
+        script, defaults = BENCHES[name]
+        results[name] = run_one(name, script, [*defaults, *extra.get(name, [])])
         print(f"[{name}] done in {results[name][2]:.0f} s (exit {results[name][3]})", flush=True)
     store = OUT / "summary.json"  # every benchmark's last rows: --only updates just its own
     merged = json.loads(store.read_text()) if store.exists() else {}
