@@ -30,11 +30,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from evalkit.errors import UsageError
+from evalkit.schema import read_toml
 
 __all__ = ["Claim", "ClaimTest", "ClaimsFile", "read_claims", "parse_claims", "registration", "revisions",
            "interval_verdict", "per_run_verdict", "claim_from_settings", "verdict_code", "settings_hash", "ENDPOINTS",
@@ -130,12 +130,7 @@ class ClaimsFile:
 
 def read_claims(path: Path) -> ClaimsFile:
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such claims file") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable TOML file ({exc})") from None
+    raw = read_toml(path, "claims file")
     return parse_claims(raw, str(path))
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from evalkit.errors import UsageError
 
 __all__ = ["Type", "Str", "Int", "Float", "Bool", "Null", "ListOf", "MapOf", "Obj", "Json", "Regex", "Choice", "FileName",
-           "Opt", "check", "refuse", "found", "load_json", "read_json", "json_lines", "MAX_DEPTH", "plain"]
+           "Opt", "check", "refuse", "found", "load_json", "read_json", "read_toml", "json_lines", "MAX_DEPTH", "plain"]
 
 MAX_DEPTH = 64
 
@@ -394,6 +394,21 @@ def read_json(path: Path, fmt: str | None = None):
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
     return load_json(data, path, fmt)
+
+
+def read_toml(path: Path, what: str) -> dict:
+    """A whole TOML file (`what`: "study file", "claims file"): missing, unreadable or not TOML is one line."""
+    import tomllib
+
+    path = Path(path)
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such {what}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable TOML file ({exc})") from None
+    except RecursionError:
+        raise UsageError(f"{path}: tables or arrays nested too deep to be a {what}") from None
 
 
 def json_lines(path: Path, fmt: str | None = None, *, torn_ok: bool = False) -> list[tuple[int, object]]:

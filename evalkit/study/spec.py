@@ -51,12 +51,12 @@ given, and a study whose methods' budgets (first samplings) differ by more than 
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
 from evalkit.options import plain
+from evalkit.schema import read_toml
 
 __all__ = ["StudySpec", "Trainer", "read_spec", "saved_steps", "METHODS", "EVALUATIONS", "TOLERANCE"]
 
@@ -152,14 +152,7 @@ class StudySpec:
 def read_spec(path: Path) -> StudySpec:
     """Parse and check a study file (see the module docstring)."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such study file") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise UsageError(f"{path}: not a readable TOML file ({exc})") from None
-    except RecursionError:
-        raise UsageError(f"{path}: tables or arrays nested too deep to be a study file") from None
+    raw = read_toml(path, "study file")
     _unknown(raw, TOP_KEYS, "")
     for key in ("train_task", "methods", "budget"):
         if not isinstance(raw.get(key), dict) or not raw[key]:
