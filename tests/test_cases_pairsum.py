@@ -61,6 +61,24 @@ CASES = [
     (FOURTEEN, "<think>3 + 11</think>4 + 10", "correct", "4 + 10"),  # only the text after the reasoning
     (FOURTEEN, "3 + 11<|im_end|>3 + 4", "correct", "3 + 11"),  # cut at the end of the turn
     (FOURTEEN, "x3 + 11", "no_answer", None),  # "x3" is no number: no chain is left
+    # sampled (the pilot's 6 numbers up to 30, 2 pairs), read by eye
+    (_problem([2, 27, 19, 21, 18, 20], 39), "Sure, here are the two numbers that add up to 39: 18 and 21.",
+     "correct", "18 + 21"),
+    (_problem([14, 20, 4, 27, 9, 3], 23), "14 + 2 = 26, 4 + 2 = 6, 27 + 9 = 26, 9", "incorrect", "9 + 27"),
+    (_problem([13, 26, 27, 10, 16, 12], 39), "Yes. These numbers are: 13, 19. You will add up to 3 * 13 + 19, so ",
+     "incorrect", "13 + 19"),  # "*" joins nothing: the chain is 13 + 19, not in the list either way
+    (_problem([3, 21, 10, 12, 14, 6], 24), "Definitely 3 + 4, in decimal format. That is correct!", "incorrect",
+     "3 + 4"),  # the prompt's example, echoed: the commonest wrong answer
+    (_problem([20, 22, 9, 16, 3, 26], 42), "2 + 3 = 5. \nThese numbers add to 42, so 2 + 3 = 5.", "incorrect",
+     "2 + 3"),
+    # sampled (4 numbers up to 40, 2 pairs)
+    (FOURTEEN, "Expressing the numbers moded mathematically results in 3 + 4 = 7 and 3 + 4 = 7 that agree.",
+     "incorrect", "3 + 4"),  # pairsum-2 read "7 and 3 + 4" as one chain: "7 + 3 + 4"
+    (FOURTEEN, "10 + 4 = 14 and 3 + 11 = 14", "correct", "3 + 11"),  # not "14 and 3 + 11"
+    (FOURTEEN, "A pair of numbers (3, 11) that add up to 14 would be 3 and 11. That's the answer.", "correct",
+     "3 + 11"),
+    (FOURTEEN, "Let x be the two numbers we want to add to 21 to get 3 and 11.", "correct", "3 + 11"),  # prose,
+    # read as a pair since it comes last (the contract's limit)
 ]
 
 

@@ -13,15 +13,17 @@ distinct, drawn from 1..max_value, default 20), `pairs` (the least number of pai
 target, default 2). The generator draws a list, keeps the sums reached by at least `pairs`
 pairs, and picks one of them as the target (a list with none is drawn again).
 
-Scoring (`score`, the same function for evaluation and training reward): the last chain of
-numbers joined by `+`, `and` or `plus` in the completion's answer text ("23 + 28", "23 and 28",
-"11 plus 28 = 39"). A number may carry a sign or decimals: "-3 + 11" and "3.5 + 10.5" are read
+Scoring (`score`, the same function for evaluation and training reward): the chain of numbers
+that ends last in the completion's answer text, a chain being numbers joined by `+` ("23 + 28")
+or numbers joined by `and` / `plus` ("23 and 28", "11 plus 28 = 39"), never the two mixed (so
+"3 + 4 = 7 and 3 + 4 = 7" is read at its last "3 + 4", not as "7 and 3 + 4"). A number may carry a sign or decimals: "-3 + 11" and "3.5 + 10.5" are read
 whole, never as "3 + 11" or "5 + 10". A chain of exactly two distinct numbers of the list whose
 sum is the target is `correct`, any other chain `incorrect`, no chain `no_answer`. The extracted
 answer is the pair written smaller first ("3 + 11"), so two completions naming one pair in
 either order give one answer key (metrics.placebo). Version 1 read `+` only; the v3 pilot's
 completions (results/pilot-v3/pilot.md) showed the base naming most of its pairs in words, which
-version 1 graded `no_answer`, so pass@1 measured the format more than the pick.
+version 1 graded `no_answer`, so pass@1 measured the format more than the pick. Version 2 joined
+`and` and `+` in one chain, and read "3 + 4 = 7 and 3 + 4" as the chain "7 + 3 + 4".
 
 Two questions are the same question (`question_key`: a study's splits never share one) when they
 have the same numbers, in any order, and the same target.
@@ -44,12 +46,14 @@ from evalkit.tasks.base import Grade, Problem, Task, TaskSpec, answer_text
 __all__ = ["build", "score", "answers", "question_key", "VERSION", "KIND"]
 
 KIND = "pairsum"
-VERSION = "pairsum-2"  # change it whenever a grade could change (2: "a and b", "a plus b" are read too)
+VERSION = "pairsum-3"  # change it whenever a grade could change (2: "and", "plus" read; 3: apart from "+")
 PROMPT = "Pick two numbers from this list that add up to {target}: {numbers}. Answer like 3 + 4."
 PROMPT_VERSION = 1
 NUMBER = r"(?<![\w.])[-\u2212]?\d+(?:\.\d+)?(?![\w.]*\d)"  # a whole signed or decimal number, not a piece of one
 JOIN = r"\s*(?:\+|\band\b|\bplus\b)\s*"  # "3 + 11", "3 and 11", "3 plus 11"
-CHAIN = re.compile(NUMBER + "(?:" + JOIN + NUMBER + ")+", re.IGNORECASE)
+# chains of `+` and chains of words, found apart: "3 + 4 = 7 and 3 + 4" is never "7 and 3 + 4"
+CHAINS = (re.compile(NUMBER + r"(?:\s*\+\s*" + NUMBER + ")+"),
+          re.compile(NUMBER + r"(?:\s+(?:and|plus)\s+" + NUMBER + ")+", re.IGNORECASE))
 QUESTION = re.compile(r"Pick two numbers from this list that add up to (\d+): ([\d, ]+)\. Answer like 3 \+ 4\.")
 DEFAULTS = {"numbers": 4, "max_value": 20, "pairs": 2}
 
@@ -96,10 +100,11 @@ def answers(entry: dict) -> list[str]:
 
 def score(completion: str, problem: Problem) -> Grade:
     """`correct` when the last `+` chain names two distinct numbers of the list that add up to the target."""
-    chains = [m.group(0) for m in CHAIN.finditer(answer_text(completion))]
+    text = answer_text(completion)
+    chains = sorted((m.end(), m.group(0)) for chain in CHAINS for m in chain.finditer(text))
     if not chains:
         return Grade("no_answer")
-    texts = [t.replace("\u2212", "-") for t in re.split(JOIN, chains[-1], flags=re.IGNORECASE)]
+    texts = [t.replace("\u2212", "-") for t in re.split(JOIN, chains[-1][1], flags=re.IGNORECASE)]
     entry = problem.entry or {}
     if len(texts) != 2:
         return Grade("incorrect", " + ".join(texts), "not a pair")
