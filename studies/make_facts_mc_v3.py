@@ -28,8 +28,9 @@ from pathlib import Path
 import make_facts_mc as v1
 
 HERE = Path(__file__).parent
-# the families the pilot kept (base accuracy in [0.4, 0.85]; results/pilot-v3/pilot.md)
-KEPT: tuple[str, ...] = ()
+# the families the pilot kept (base accuracy in [0.4, 0.85]; results/pilot-v3/pilot.md): 268 items, short
+# of the 600 issue 44 asks for (13 of the 23 families score outside the band, most of them above 0.85)
+KEPT: tuple[str, ...] = ("body", "continent", "currency", "home", "kind", "material", "season", "sound", "synonym", "young")
 
 PLURALS = [("mouse", "mice"), ("child", "children"), ("foot", "feet"), ("tooth", "teeth"), ("man", "men"),
            ("woman", "women"), ("goose", "geese"), ("person", "people"), ("leaf", "leaves"), ("knife", "knives"),

@@ -64,6 +64,13 @@ CORES = 2  # the study's machine: a quiet-machine time is the process's CPU time
 KL = {"kl_task": "letter_counting", "kl_prompts": 128, "kl_samples": 4, "kl_max_new_tokens": 32}
 
 
+FACTS_NOTE = (
+    "Read by eye, not changed (the file scored is the one committed): distractors are drawn from the family's own "
+    "answers, so two candidate items carry a second right choice, body-640 (\"eyes\" and \"eye\") and body-648 "
+    "(\"hand\" and \"hands\"); a few pairs are near-synonyms where drawn together (material: \"metal\" and "
+    "\"steel\", \"milk\" and \"cream\"), and home's \"Eskimo in a story\" is a dated word. A later suite "
+    "should drop a distractor that is also right.")
+
 # What changed after the first figures were read, said in pilot.md beside the table.
 CHANGES_AFTER_DATA = [
     "The scorer (pairsum-1 -> pairsum-3) after reading completions: most of the "
@@ -483,7 +490,7 @@ def report(state: dict) -> str:
             "", f"Rule: families with base accuracy in [{FACTS_BAND[0]}, {FACTS_BAND[1]}] (mc_norm "
             f"{facts['mc_norm']}). Kept: {', '.join(sorted(facts['kept']))}: **{facts['kept_items']} items** "
             f"({'SHORT of' if short else 'at least'} the {FACTS_ITEMS} the issue asks for). Scoring all "
-            f"{facts['items']} candidates took {facts['seconds']:.0f} s."]
+            f"{facts['items']} candidates took {facts['seconds']:.0f} s on the loaded machine.", "", FACTS_NOTE]
     rates = state.get("rates", {})
     if rates:
         out += ["", "## Rates (2 CPU cores shared with other work: upper bounds on the study's own)", ""]
@@ -541,10 +548,16 @@ def plan_notes(state: dict) -> list[str]:
     total = sum(c * each for _, c, each in rows)
     chosen = planned_config(state)
     power = forgetting_power(state["facts"]["kept_items"])
-    return [
+    caveat = [] if pick(state["configs"])[0] else [
+        "**No pairsum configuration met the rule**, so this plan is costed on the one with the highest base pass@1; "
+        "the task (lengths, prompt, configuration) has to be settled before the study file is written.", ""]
+    if state["facts"]["kept_items"] < FACTS_ITEMS:
+        caveat += [f"**The forgetting suite holds {state['facts']['kept_items']} items, short of {FACTS_ITEMS}**; "
+                   "the forgetting line is costed at that size.", ""]
+    return caveat + [
         f"The plan is costed on {chosen['name']}. Sampling at its lengths ({chosen['mean_tokens']:.1f} tokens per sampled completion, "
         f"{chosen['greedy_tokens']:.1f} greedy): {chosen['mean_tokens'] / q['sample_s']:.0f} tokens/s on a quiet "
-        f"machine. The plan uses {total / BUDGET_S:.0%} of the budget: no slack, so if the first stages run slower "
+        f"machine. The plan uses {total / BUDGET_S:.0%} of the budget; if the first stages run slower "
         "than costed, cut in this order: the curves to 30 problems, the finals' pass@1 to n = 2, forgetting along "
         "training (the finals), the larger-alpha arm.",
         "",
