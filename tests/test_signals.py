@@ -36,11 +36,18 @@ def _kill_self(sig):
 @pytest.mark.parametrize(("sig", "code", "word"), [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
                                                    (signal.SIGINT, 130, "interrupted")])
 def test_a_signal_ends_the_command_with_a_resume_line(sig, code, word):
-    before = signal.getsignal(signal.SIGTERM)
-    result = runner.invoke(_app(_kill_self(sig)), ["run"])
-    assert result.exit_code == code, result.output
-    assert f"{word}: results written so far are kept; rerun the same command to resume" in result.output
-    assert signal.getsignal(signal.SIGTERM) is before  # put back
+    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if ignored:  # started as a background job (`make test &`): the shell ignores Ctrl-C for it, so Python set no
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # KeyboardInterrupt handler; as in a terminal here
+    try:
+        before = signal.getsignal(signal.SIGTERM)
+        result = runner.invoke(_app(_kill_self(sig)), ["run"])
+        assert result.exit_code == code, result.output
+        assert f"{word}: results written so far are kept; rerun the same command to resume" in result.output
+        assert signal.getsignal(signal.SIGTERM) is before  # put back
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def test_a_terminated_study_records_the_stage_as_interrupted_with_its_time(tmp_path, monkeypatch):
