@@ -272,21 +272,28 @@ def _full_disk_in_passk(zygote, inputs, work: Path) -> None:
         assert zygote.run(argv, out).code == 0 and _seen(work) == want  # the rerun finishes it
 
 
-def _full_disk_in_import(zygote, inputs, work: Path) -> None:
-    """ENOSPC at the summary's write: one line naming where the finished import is kept beside
-    --out, and that folder holds the uninterrupted import's files, byte for byte."""
-    argv, out = _case("import", inputs, work)
+def _full_disk_kept_beside(zygote, inputs, work: Path, case: tuple[str, str, tuple[str, ...]]) -> None:
+    """ENOSPC at the write of `case`'s temporary file (command, temporary name, files not rescued):
+    one line naming the folder beside --out that holds the finished result, byte for byte the
+    uninterrupted one's."""
+    command, temporary, left = case
+    argv, out = _case(command, inputs, work)
     whole = zygote.run(argv, out, trace=True)
     want = _seen(work)
-    _case("import", inputs, work)
-    full = zygote.run(argv, out, kill=_write_to(whole.trace, ".summary.json.tmp{pid}"), fault="error=ENOSPC",
+    _case(command, inputs, work)
+    full = zygote.run(argv, out, kill=_write_to(whole.trace, temporary), fault="error=ENOSPC",
                       paths=killpoints.traced_paths(whole.trace, out))
     assert full.code == 2, full.output
     line = _one_error_line(full.output, "No space left on device")
     rescued = next(work.glob("out.rescued-*"))
     assert f"kept in {rescued}" in line, line
     got = {f"out/{rel}": data for rel, data in _seen(rescued).items()}
-    assert got == {rel: data for rel, data in want.items() if rel not in ("out", "out/.lock")}
+    assert got == {rel: data for rel, data in want.items() if rel not in ("out", "out/.lock", *left)}
+
+
+def _full_disk_in_import(zygote, inputs, work: Path) -> None:
+    """ENOSPC at the summary's write: the finished import is kept beside --out."""
+    _full_disk_kept_beside(zygote, inputs, work, ("import", ".summary.json.tmp{pid}", ()))
 
 
 def _full_disk_in_regrade(zygote, inputs, work: Path) -> None:
@@ -306,20 +313,8 @@ def _full_disk_in_regrade(zygote, inputs, work: Path) -> None:
 
 
 def _full_disk_in_report(zygote, inputs, work: Path) -> None:
-    """ENOSPC at index.html's write: one line naming the folder beside --out that holds the
-    finished report, byte for byte the uninterrupted one."""
-    argv, out = _case("report", inputs, work)
-    whole = zygote.run(argv, out, trace=True)
-    want = _seen(work)
-    _case("report", inputs, work)
-    full = zygote.run(argv, out, kill=_write_to(whole.trace, ".index.html.tmp{pid}"), fault="error=ENOSPC",
-                      paths=killpoints.traced_paths(whole.trace, out))
-    assert full.code == 2, full.output
-    line = _one_error_line(full.output, "No space left on device")
-    rescued = next(work.glob("out.rescued-*"))
-    assert f"kept in {rescued}" in line, line
-    got = {f"out/{rel}": data for rel, data in _seen(rescued).items()}
-    assert got == {rel: data for rel, data in want.items() if rel not in ("out", "out/.lock", "out/" + MARK)}
+    """ENOSPC at index.html's write: the finished report is kept beside --out."""
+    _full_disk_kept_beside(zygote, inputs, work, ("report", ".index.html.tmp{pid}", ("out/" + MARK,)))
 
 
 def test_a_full_disk_is_one_line_and_keeps_what_was_complete(zygotes, inputs, tmp_path):
