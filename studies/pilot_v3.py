@@ -53,6 +53,7 @@ CONFIGS = [{"numbers": 4, "max_value": 20, "pairs": 2}, {"numbers": 6, "max_valu
            {"numbers": 10, "max_value": 99, "pairs": 3}]
 ADDED = [{"numbers": 4, "max_value": 40, "pairs": 2}]
 PROBLEMS, N, TOKENS = 24, 64, 32
+SAMPLING = {"temperature": 1.0}  # rule 1's sampling (studies/pilot_v3_prompts.py confirms at T 0.6, top-p 0.95 too)
 KS = (1, 4, 16, 64)
 PASS1, FLOOR = (0.05, 0.30), 0.01
 TRAIN, HELD_OUT, VALIDATION = 200, 240, 64
@@ -106,7 +107,7 @@ def measure_config(config: dict, out: Path) -> dict:
               "task_config": json.dumps(config), "max_new_tokens": TOKENS, "limit": PROBLEMS, "device": "cpu"}
     fresh = not (out / name / "sampled" / "summary.json").exists()
     start, cpu = time.perf_counter(), time.process_time()
-    run_passk(PasskOptions(**common, n=N, ks=KS, temperature=1.0), out / name / "sampled")
+    run_passk(PasskOptions(**common, n=N, ks=KS, **SAMPLING), out / name / "sampled")
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     run_passk(PasskOptions(**common, n=1, ks=(1,), temperature=0.0), out / name / "greedy")
     samples = load_run(out / name / "sampled").samples

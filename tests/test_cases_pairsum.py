@@ -15,7 +15,9 @@ import pytest
 
 from evalkit.errors import UsageError
 from evalkit.tasks import Problem, load_task, question_key, scorer_for
-from evalkit.tasks.pairsum import PROMPT, answers, build, score
+from evalkit.tasks.pairsum import PROMPTS, answers, build, score
+
+PROMPT = PROMPTS[1]
 
 
 def _problem(numbers: list[int], target: int) -> Problem:
@@ -116,7 +118,9 @@ def test_build_is_determined_by_its_seed():
 
 def test_bad_configs_are_refused_with_the_fix():
     for config, words in (({"numbers": 2}, "at least 3"), ({"numbers": 30, "max_value": 20}, "at most max_value"),
-                          ({"numbers": 4, "pairs": 3}, "at least 6 numbers"), ({"size": 3}, "unknown config")):
+                          ({"numbers": 4, "pairs": 3}, "at least 6 numbers"), ({"size": 3}, "unknown config"),
+                          ({"prompt": 9}, "prompt must be one of"), ({"prompt": True}, "prompt must be one of"),
+                          ({"prompt": "2"}, "prompt must be one of")):
         with pytest.raises(UsageError, match=words):
             build(5, 0, config)
 
@@ -145,6 +149,26 @@ def test_question_key_ignores_the_order_of_the_list():
     c = PROMPT.format(target=15, numbers="3, 4, 10, 11")
     assert question_key("pairsum", a) == question_key("pairsum", b) != question_key("pairsum", c)
     assert question_key("pairsum", "What is 2 + 2?") == "What is 2 + 2?"
+
+
+@pytest.mark.parametrize("version", sorted(PROMPTS))
+def test_every_prompt_reads_back_to_one_key_and_draws_the_same_problems(version):
+    """A prompt version changes the words only: the same seed draws the same lists, targets and
+    right pairs, and every version's question has the key of the first's (a study's splits count
+    a question asked in two wordings once)."""
+    config = {"numbers": 6, "max_value": 30, "pairs": 2}
+    plain, worded = build(30, 3, config), build(30, 3, config | {"prompt": version})
+    assert [p.entry for p in plain.problems] == [p.entry for p in worded.problems]
+    for a, b in zip(plain.problems, worded.problems, strict=True):
+        assert question_key("pairsum", b.prompt) == question_key("pairsum", a.prompt)
+        assert question_key("pairsum", b.prompt).startswith("pairsum:")
+    assert ("prompt" in worded.spec.identity()["config"]) and "prompt" not in plain.spec.identity()["config"]
+
+
+def test_prompt_three_repeats_its_target_and_a_changed_one_is_another_question():
+    q = PROMPTS[3].format(target=27, numbers="28, 13, 25, 14, 2, 9")
+    assert question_key("pairsum", q) == "pairsum:27:2,9,13,14,25,28"
+    assert question_key("pairsum", q.replace("= 27.", "= 28.")) == q.replace("= 27.", "= 28.")
 
 
 def test_a_file_of_pairsum_problems_keeps_its_scorer(tmp_path):

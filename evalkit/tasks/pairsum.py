@@ -11,7 +11,9 @@ Example problem: "Pick two numbers from this list that add up to 14: 10, 3, 4, 1
 Config: `numbers` (list length, default 4, at least 3), `max_value` (the list's numbers are
 distinct, drawn from 1..max_value, default 20), `pairs` (the least number of pairs summing to the
 target, default 2). The generator draws a list, keeps the sums reached by at least `pairs`
-pairs, and picks one of them as the target (a list with none is drawn again).
+pairs, and picks one of them as the target (a list with none is drawn again). `prompt` (1, 2 or 3, default 1: `PROMPTS`) changes the
+question's words only; a seed draws the same lists and targets under every prompt, and a config
+that leaves `prompt` out is the one the v3 pilot's first round ran.
 
 Scoring (`score`, the same function for evaluation and training reward): the chain of numbers
 that ends last in the completion's answer text, a chain being numbers joined by `+` ("23 + 28")
@@ -47,15 +49,28 @@ __all__ = ["build", "score", "answers", "question_key", "VERSION", "KIND"]
 
 KIND = "pairsum"
 VERSION = "pairsum-3"  # change it whenever a grade could change (2: "and", "plus" read; 3: apart from "+")
-PROMPT = "Pick two numbers from this list that add up to {target}: {numbers}. Answer like 3 + 4."
+# `prompt` (config): 1 as the v3 pilot's first round ran it (its example "3 + 4" was the commonest
+# wrong answer, results/pilot-v3/pilot.md); 2 and 3 name no numbers of their own
+PROMPTS = {1: "Pick two numbers from this list that add up to {target}: {numbers}. Answer like 3 + 4.",
+           2: "Which two numbers in this list add up to {target}: {numbers}? Write only the two numbers joined by a plus sign.",
+           3: "Find two numbers in the list {numbers} whose sum is {target}. Answer in the form a + b = {target}."}
 PROMPT_VERSION = 1
 NUMBER = r"(?<![\w.])[-\u2212]?\d+(?:\.\d+)?(?![\w.]*\d)"  # a whole signed or decimal number, not a piece of one
 JOIN = r"\s*(?:\+|\band\b|\bplus\b)\s*"  # "3 + 11", "3 and 11", "3 plus 11"
 # chains of `+` and chains of words, found apart: "3 + 4 = 7 and 3 + 4" is never "7 and 3 + 4"
 CHAINS = (re.compile(NUMBER + r"(?:\s*\+\s*" + NUMBER + ")+"),
           re.compile(NUMBER + r"(?:\s+(?:and|plus)\s+" + NUMBER + ")+", re.IGNORECASE))
-QUESTION = re.compile(r"Pick two numbers from this list that add up to (\d+): ([\d, ]+)\. Answer like 3 \+ 4\.")
-DEFAULTS = {"numbers": 4, "max_value": 20, "pairs": 2}
+
+
+def _question(text: str) -> re.Pattern:
+    """A prompt's text read back: its target (a second `{target}` must repeat the first) and numbers."""
+    pattern = re.escape(text).replace(re.escape("{numbers}"), r"(?P<numbers>\d+(?:, \d+)*)")
+    head, _, tail = pattern.partition(re.escape("{target}"))
+    return re.compile(head + r"(?P<target>\d+)" + tail.replace(re.escape("{target}"), r"(?P=target)"))
+
+
+QUESTIONS = {v: _question(text) for v, text in PROMPTS.items()}
+DEFAULTS = {"numbers": 4, "max_value": 20, "pairs": 2, "prompt": 1}
 
 
 def build(size: int, seed: int, config: dict) -> Task:
@@ -63,17 +78,21 @@ def build(size: int, seed: int, config: dict) -> Task:
     if unknown:
         raise UsageError(f"pairsum: unknown config keys {sorted(unknown)}; valid: {', '.join(DEFAULTS)}")
     k, top, pairs = (_int(config, key, least) for key, least in (("numbers", 3), ("max_value", 3), ("pairs", 1)))
+    version = config.get("prompt", DEFAULTS["prompt"])
+    prompt = None if isinstance(version, bool) else PROMPTS.get(version)
+    if prompt is None:
+        raise UsageError(f"pairsum: config prompt must be one of {', '.join(map(str, PROMPTS))}, got {config['prompt']!r}")
     if k > top:
         raise UsageError(f"pairsum: numbers {k} must be at most max_value {top} (the list's numbers are distinct)")
     if pairs > k // 2:
         raise UsageError(f"pairsum: pairs {pairs} needs at least {2 * pairs} numbers in the list (numbers {k})")
     rng = random.Random(seed)
-    problems = [_problem(rng, f"pairsum-{seed}-{i}", k, top, pairs) for i in range(size)]
+    problems = [_problem(rng, f"pairsum-{seed}-{i}", k, top, pairs, prompt) for i in range(size)]
     spec = TaskSpec("pairsum", KIND, size, seed, json.dumps(config, sort_keys=True), prompt_version=PROMPT_VERSION)
     return Task(spec, tuple(problems))
 
 
-def _problem(rng: random.Random, pid: str, k: int, top: int, pairs: int) -> Problem:
+def _problem(rng: random.Random, pid: str, k: int, top: int, pairs: int, template: str) -> Problem:
     while True:
         numbers = rng.sample(range(1, top + 1), k)
         sums: dict[int, list] = {}
@@ -85,7 +104,7 @@ def _problem(rng: random.Random, pid: str, k: int, top: int, pairs: int) -> Prob
             target = rng.choice(targets)
             right = sorted(sums[target])
             entry = {"numbers": numbers, "target": target, "pairs": right}
-            prompt = PROMPT.format(target=target, numbers=", ".join(map(str, numbers)))
+            prompt = template.format(target=target, numbers=", ".join(map(str, numbers)))
             return Problem(pid, prompt, _pair(*right[0]), entry)
 
 
@@ -125,11 +144,12 @@ def score(completion: str, problem: Problem) -> Grade:
 
 def question_key(question: str) -> str:
     """The numbers (sorted) and the target of a pairsum question; another text is its own key."""
-    match = QUESTION.fullmatch(question.strip())
-    if match is None:
-        return question
-    numbers = sorted(int(x) for x in match.group(2).split(", "))
-    return f"pairsum:{match.group(1)}:" + ",".join(map(str, numbers))
+    for pattern in QUESTIONS.values():
+        match = pattern.fullmatch(question.strip())
+        if match is not None:
+            numbers = sorted(int(x) for x in match["numbers"].split(", "))
+            return f"pairsum:{match['target']}:" + ",".join(map(str, numbers))
+    return question
 
 
 def _int(config: dict, key: str, least: int) -> int:
