@@ -163,17 +163,17 @@ GROUPS = [("lions", "pride"), ("wolves", "pack"), ("wild dogs", "pack"), ("cows"
           ("pupils taught together", "class"), ("thieves", "gang"), ("playing cards", "deck"), ("stairs", "flight"),
           ("eggs in a nest", "clutch"), ("chicks", "brood"), ("people in the street", "crowd"),
           ("sailors on a ship", "crew"), ("kangaroos", "mob"), ("hills in a row", "range")]
-INSTRUMENTS = [("violin", "string"), ("cello", "string"), ("guitar", "string"), ("harp", "string"),
-               ("banjo", "string"), ("viola", "string"), ("double bass", "string"), ("mandolin", "string"),
-               ("ukulele", "string"), ("sitar", "string"), ("lute", "string"), ("flute", "woodwind"),
-               ("clarinet", "woodwind"), ("oboe", "woodwind"), ("bassoon", "woodwind"), ("saxophone", "woodwind"),
-               ("recorder", "woodwind"), ("piccolo", "woodwind"), ("cor anglais", "woodwind"), ("trumpet", "brass"),
-               ("trombone", "brass"), ("tuba", "brass"), ("French horn", "brass"), ("bugle", "brass"),
-               ("cornet", "brass"), ("euphonium", "brass"), ("sousaphone", "brass"), ("flugelhorn", "brass"),
-               ("drum", "percussion"), ("cymbal", "percussion"), ("xylophone", "percussion"),
-               ("tambourine", "percussion"), ("triangle", "percussion"), ("bongo", "percussion"),
-               ("maraca", "percussion"), ("gong", "percussion"), ("castanet", "percussion"),
-               ("glockenspiel", "percussion")]
+INSTRUMENTS = [("a violin", "string"), ("a cello", "string"), ("a guitar", "string"), ("a harp", "string"),
+               ("a banjo", "string"), ("a viola", "string"), ("a double bass", "string"), ("a mandolin", "string"),
+               ("a ukulele", "string"), ("a sitar", "string"), ("a lute", "string"), ("a flute", "woodwind"),
+               ("a clarinet", "woodwind"), ("an oboe", "woodwind"), ("a bassoon", "woodwind"), ("a saxophone", "woodwind"),
+               ("a recorder", "woodwind"), ("a piccolo", "woodwind"), ("a cor anglais", "woodwind"), ("a trumpet", "brass"),
+               ("a trombone", "brass"), ("a tuba", "brass"), ("a French horn", "brass"), ("a bugle", "brass"),
+               ("a cornet", "brass"), ("a euphonium", "brass"), ("a sousaphone", "brass"), ("a flugelhorn", "brass"),
+               ("a drum", "percussion"), ("a cymbal", "percussion"), ("a xylophone", "percussion"),
+               ("a tambourine", "percussion"), ("a triangle", "percussion"), ("a bongo", "percussion"),
+               ("a maraca", "percussion"), ("a gong", "percussion"), ("a castanet", "percussion"),
+               ("a glockenspiel", "percussion")]
 LANGUAGES_MORE = [("Iceland", "Icelandic"), ("Romania", "Romanian"), ("the Czech Republic", "Czech"),
                   ("Bulgaria", "Bulgarian"), ("Lithuania", "Lithuanian"), ("Latvia", "Latvian"),
                   ("Estonia", "Estonian"), ("Albania", "Albanian"), ("Armenia", "Armenian"), ("Mongolia", "Mongolian"),
@@ -311,18 +311,18 @@ SHAPES = [("a ball", "sphere"), ("the Earth", "sphere"), ("a marble", "sphere"),
           ("a sheet of paper", "rectangle"), ("the Moon a few days after the new moon", "crescent"),
           ("a starfish", "star"), ("the symbol on a valentine card", "heart"), ("a rainbow", "arc"), ("a baseball field", "diamond"),
           ("a running track", "oval"), ("a tent", "triangle"), ("a pyramid in Egypt", "pyramid")]
-WORKPLACES = [("nurse", "hospital"), ("surgeon", "hospital"), ("teacher", "school"), ("librarian", "library"),
-              ("bank clerk", "bank"), ("miner", "mine"), ("chemist who does experiments", "laboratory"),
-              ("priest", "church"), ("pharmacist", "pharmacy"), ("baker", "bakery"), ("mechanic", "garage"),
-              ("zookeeper", "zoo"), ("curator", "museum"), ("chef", "restaurant"), ("waiter", "restaurant"),
-              ("stage actor", "theatre"), ("air traffic controller", "airport"), ("firefighter", "fire station"),
-              ("postal clerk", "post office"), ("astronomer", "observatory"), ("clown", "circus"),
-              ("acrobat", "circus"), ("hairdresser", "salon"), ("judge", "court"), ("jockey", "racecourse"),
-              ("blacksmith", "forge"), ("miller", "mill"), ("brewer", "brewery"), ("winemaker", "vineyard"),
-              ("ambassador", "embassy"), ("prison guard", "prison"), ("undertaker", "funeral home"),
-              ("member of parliament", "parliament"), ("projectionist", "cinema"), ("farmer", "farm"),
-              ("docker", "port"), ("croupier", "casino"), ("bartender", "bar"), ("barista", "cafe"),
-              ("cashier", "supermarket"), ("lifeguard", "swimming pool"), ("monk", "monastery")]
+WORKPLACES = [("a nurse", "hospital"), ("a surgeon", "hospital"), ("a teacher", "school"), ("a librarian", "library"),
+              ("a bank clerk", "bank"), ("a miner", "mine"), ("a chemist who does experiments", "laboratory"),
+              ("a priest", "church"), ("a pharmacist", "pharmacy"), ("a baker", "bakery"), ("a mechanic", "garage"),
+              ("a zookeeper", "zoo"), ("a curator", "museum"), ("a chef", "restaurant"), ("a waiter", "restaurant"),
+              ("a stage actor", "theatre"), ("an air traffic controller", "airport"), ("a firefighter", "fire station"),
+              ("a postal clerk", "post office"), ("an astronomer", "observatory"), ("a clown", "circus"),
+              ("an acrobat", "circus"), ("a hairdresser", "salon"), ("a judge", "court"), ("a jockey", "racecourse"),
+              ("a blacksmith", "forge"), ("a miller", "mill"), ("a brewer", "brewery"), ("a winemaker", "vineyard"),
+              ("an ambassador", "embassy"), ("a prison guard", "prison"), ("a undertaker", "funeral home"),
+              ("a member of parliament", "parliament"), ("a projectionist", "cinema"), ("a farmer", "farm"),
+              ("a docker", "port"), ("a croupier", "casino"), ("a bartender", "bar"), ("a barista", "cafe"),
+              ("a cashier", "supermarket"), ("a lifeguard", "swimming pool"), ("a monk", "monastery")]
 YOUNG_MORE = [("hare", "leveret"), ("pigeon", "squab"), ("eel", "elver"), ("hedgehog", "hoglet"),
               ("turkey", "poult"), ("llama", "cria"), ("alpaca", "cria"), ("zebra", "foal"), ("donkey", "foal"),
               ("giraffe", "calf"), ("hippopotamus", "calf"), ("rhinoceros", "calf"), ("camel", "calf"),
@@ -483,7 +483,7 @@ def candidates() -> list[tuple[str, str, str, list[str]]]:
     out += [("before", f"Question: What is {q}?\nAnswer:", a, pool) for q, a, pool in BEFORE]
     # the extension (issue 44, part 5)
     out += _pairs("group", "Question: What is a group of {} called?\nAnswer: a", GROUPS)
-    out += _pairs("instrument", "Question: What kind of musical instrument is a {}?\nAnswer: a", INSTRUMENTS)
+    out += _pairs("instrument", "Question: What kind of musical instrument is {}?\nAnswer: a", INSTRUMENTS)
     out += _pairs("language2", "Question: What language is spoken in {}?\nAnswer:", LANGUAGES_MORE)
     out += _pairs("continent2", "Question: On which continent is {}?\nAnswer:", CONTINENTS_MORE)
     out += _pairs("capital2", "Question: What is the capital of {}?\nAnswer:", CAPITALS_MORE)
@@ -495,7 +495,7 @@ def candidates() -> list[tuple[str, str, str, list[str]]]:
     out += _pairs("planet", "Question: {}\nAnswer:", PLANETS)
     out += _pairs("space", "Question: {}\nAnswer:", SPACE)
     out += _pairs("shape", "Question: What shape is {}?\nAnswer:", SHAPES)
-    out += _pairs("workplace", "Question: Where does a {} work?\nAnswer: at the", WORKPLACES)
+    out += _pairs("workplace", "Question: Where does {} work?\nAnswer: at the", WORKPLACES)
     out += _pairs("young2", "Question: What is a young {} called?\nAnswer:", YOUNG_MORE)
     out += _pairs("madefrom", "Question: What is the main ingredient of {}?\nAnswer:", MADE_FROM)
     out += _pairs("animal", "Question: Which animal {}?\nAnswer: the", ANIMALS)
