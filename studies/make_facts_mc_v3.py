@@ -428,7 +428,7 @@ CLASHES: dict[str, list[set[str]]] = {
                  {"butter", "milk"}, {"wood", "bark"}, {"wood", "sap"}],
     "animal": [{"snail", "crab"}, {"porcupine", "hedgehog"}, {"bat", "sloth"}, {"monkey", "sloth"},
                {"whale", "shark"}, {"chameleon", "octopus"}, {"cat", "cheetah"}, {"anteater", "chameleon"}],
-    "people": [{"Egypt", "Greece"}],
+    "people": [{"Egypt", "Greece"}, {"Austria", "Germany"}, {"Poland", "Germany"}],
 }
 
 
