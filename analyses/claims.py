@@ -20,6 +20,12 @@ inconclusive. A claim measured once per run without sampling error (a diff is ex
 run by run (`per_run_verdict`: every run on its side, supported; none, contradicted; else
 inconclusive) and has no p, so it is not in Holm's family.
 
+A claim may have a gate (`gate = ["es"]`, `gate_share`, default 0.5): it is judged only when
+each arm named beat the base on the validation split (analyses.arm_checks.validation_control, the
+positive control at alpha / m over the arm's m candidate checkpoints) in at least that share of
+the seeds; otherwise its verdict is "not tested" and it leaves Holm's family (issue 44: no ES
+comparison is judged unless ES first beats the base).
+
 A study whose claims were written after its data (v2's) says so in `[registration]`
 (`retrospective = true`); a claim's `[claims.<id>.first_written]` table then gives the settings
 its rule had before the data (with `commit` and `why`), and those are the registered ones.
@@ -37,7 +43,7 @@ from evalkit.errors import UsageError
 from evalkit.schema import read_toml
 
 __all__ = ["Claim", "ClaimTest", "ClaimsFile", "read_claims", "parse_claims", "registration", "revisions",
-           "interval_verdict", "per_run_verdict", "claim_from_settings", "verdict_code", "settings_hash", "ENDPOINTS",
+           "interval_verdict", "per_run_verdict", "gate_passed", "claim_from_settings", "verdict_code", "settings_hash", "ENDPOINTS",
            "VERDICT_CODE", "VERDICTS"]
 
 VERDICTS = ("supported", "contradicted", "inconclusive", "not tested")
@@ -58,13 +64,14 @@ PAIRINGS = {"problem": "each arm minus the base on the same problem (the base is
             "seed": "paired by seed (ES-then-GRPO's seed s repeats ES seed s's first iterations and draws GRPO "
                     "seed s's prompts)",
             "apart": "each arm's seeds resampled apart, the problems shared"}
-ARMS = ("base", "es", "grpo", "es-grpo")
+ARMS = ("base", "es", "grpo", "es-grpo", "es-large")
 COMMON = {"statement", "contrast", "direction", "threshold", "endpoint", "from", "note", "also_at", "sensitivity",
-          "first_written"}
+          "first_written", "gate", "gate_share"}
 HISTORY = ("commit", "revised", "why")  # keys of a first_written table that are not settings
 # the files whose code turns the study's files into verdicts: their sha256 is registered
 VERDICT_CODE = ("analyses/claims.py", "analyses/claim_endpoints.py", "analyses/preregistered.py", "metrics/inference.py",
-                "metrics/seeds.py", "metrics/passk.py", "metrics/placebo.py")
+                "metrics/seeds.py", "metrics/passk.py", "metrics/placebo.py", "analyses/arm_checks.py",
+                "metrics/positive_control.py")
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -213,9 +220,34 @@ def _claim(cid: str, body: dict, path: str | None) -> Claim:
     for key in ("also_at", "sensitivity"):
         if not isinstance(body.get(key, []), list):
             raise UsageError(f"{p}{key}: expected a list")
+    _gate(body, p)
     if first is not None and (not isinstance(first, dict) or not {"commit", "why"} <= set(first)):
         raise UsageError(f"{p}first_written: a table of the settings before the data, with commit and why")
     return Claim(cid, body["statement"], endpoint, (a, b), body["direction"], float(body["threshold"]), body, first)
+
+
+def _gate(body: dict, p: str) -> None:
+    """`gate = ["es"]`: the claim is judged only when each arm named passes the positive control
+    (analyses.arm_checks.validation_control) in at least `gate_share` of the seeds (default 0.5);
+    otherwise its verdict is "not tested" and it leaves Holm's family."""
+    gate = body.get("gate")
+    if gate is None:
+        if "gate_share" in body:
+            raise UsageError(f"{p}gate_share: give gate = [arms] too")
+        return
+    if not isinstance(gate, list) or not gate or any(a not in ARMS or a == "base" for a in gate):
+        raise UsageError(f"{p}gate {gate!r}: a list of the trained arms whose positive control the claim needs "
+                         f"({', '.join(a for a in ARMS if a != 'base')})")
+    share = body.get("gate_share", 0.5)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 < share <= 1:
+        raise UsageError(f"{p}gate_share {share!r}: the share of seeds that must pass, in (0, 1]")
+
+
+def gate_passed(gate: list[str], share: float, controls: dict) -> bool:
+    """Every arm of `gate` passes its positive control in at least `share` of its seeds
+    (`controls`: arm -> [validation_control results, one per seed])."""
+    return all(controls.get(arm) and sum(c["passed"] for c in controls[arm]) >= share * len(controls[arm])
+               for arm in gate)
 
 
 # ---------------------------------------------------------------- the rules

@@ -78,20 +78,27 @@ def _claims(study, claims, record: dict, revised: dict) -> list[dict]:
 
     test, rows = claims.test, []
     current = {c.id: c for c in claims.claims}
+    gates = _Gates(study)
     for cid, status in revised["claims"].items():
         claim = current.get(cid) or claim_from_settings(cid, record["settings"]["claims"][cid])
-        m = measure(study, claim)
+        gate = gates.check(claim)
+        m = None if gate and not gate["passed"] else measure(study, claim)
         row = {"id": cid, "statement": claim.statement, "from": claim.parent, "endpoint": claim.endpoint,
                "contrast": " - ".join(claim.contrast), "direction": claim.direction, "threshold": claim.threshold,
                "settings": claim.settings, "note": claim.get("note"), "status": status["status"],
-               "primary": evaluate(claim, m, test), "_claim": claim, "_measured": m}
+               "primary": _judged(claim, m, test, gate), "_claim": claim, "_measured": m}
+        if gate:
+            row["gate"] = gate
         if status["status"] == "revised after data":
             old = claim_from_settings(cid, record["settings"]["claims"][cid])
-            row["registered"] = {"settings": old.settings, "primary": evaluate(old, measure(study, old), test),
-                                 "_claim": old}
-        row["also_at"] = {s: evaluate(claim, measure(study, claim, setting=s), test) for s in claim.get("also_at", [])}
+            old_gate = gates.check(old)
+            judged = _judged(old, None if old_gate and not old_gate["passed"] else measure(study, old), test, old_gate)
+            row["registered"] = {"settings": old.settings, "primary": judged, "_claim": old}
+        tested = m is not None
+        row["also_at"] = {s: evaluate(claim, measure(study, claim, setting=s), test)
+                          for s in claim.get("also_at", []) if tested}
         row["sensitivity"] = {s: evaluate(claim, measure(study, claim, floor=True), test)
-                              for s in claim.get("sensitivity", []) if s == "above-floor"}
+                              for s in claim.get("sensitivity", []) if s == "above-floor" and tested}
         rows.append(row)
     _decide(study, rows, test)
     for row in rows:
@@ -101,13 +108,47 @@ def _claims(study, claims, record: dict, revised: dict) -> list[dict]:
     return rows
 
 
+class _Gates:
+    """The positive controls a claim's gate reads (analyses.arm_checks.validation_control), each
+    arm's once: every seed of the study."""
+
+    def __init__(self, study):
+        self.study, self.controls = study, {}
+
+    def check(self, claim) -> dict | None:
+        from analyses.arm_checks import validation_control
+        from analyses.claims import gate_passed
+
+        arms = claim.get("gate")
+        if not arms:
+            return None
+        for arm in arms:
+            if arm not in self.controls:
+                self.controls[arm] = [validation_control(self.study.root, arm, seed) for seed in self.study.seeds]
+        share = claim.get("gate_share", 0.5)
+        shown = {arm: [{k: c[k] for k in ("seed", "passed", "p_value", "level", "base", "model", "gain", "gain_low",
+                                          "picked_step")} for c in self.controls[arm]] for arm in arms}
+        return {"arms": list(arms), "share": share, "passed": gate_passed(arms, share, self.controls),
+                "controls": shown}
+
+
+def _judged(claim, m, test, gate: dict | None) -> dict:
+    """The claim's evaluation, or "not tested" where its gate failed (it then leaves Holm's family)."""
+    from analyses.claim_endpoints import evaluate
+
+    if gate and not gate["passed"]:
+        return {"kind": "gated", "p": None, "verdict_unadjusted": "not tested",
+                "why": f"the positive control of {', '.join(gate['arms'])} did not pass in {gate['share']:.0%} of the seeds"}
+    return evaluate(claim, m, test)
+
+
 def _decide(study, rows: list[dict], test) -> None:
     """Holm across the primary p's (a dropped claim is not in the family), the stability check
     near a threshold, Holm again on the final p's, the verdicts; the registered version of a
     revised claim is decided with its p in the place of the new one's."""
     from analyses.claim_endpoints import measure
 
-    family = [r for r in rows if r["status"] != "dropped after data"]
+    family = [r for r in rows if r["status"] != "dropped after data" and r["primary"].get("kind") != "gated"]
     for r in rows:
         _stabilise(r["_claim"], r["_measured"], r["primary"], test, _holm_level(family, r, test))
         for key in ("also_at", "sensitivity"):
@@ -129,6 +170,8 @@ def _decide(study, rows: list[dict], test) -> None:
     for r in rows:
         if r not in family:
             _verdict(r, r["primary"], None, test)
+            if "registered" in r:
+                _verdict(r["registered"], r["registered"]["primary"], None, test)
         for key in ("also_at", "sensitivity"):
             for ev in r[key].values():
                 ev["verdict"] = ev["verdict_unadjusted"]

@@ -9,7 +9,7 @@ Every number is a field of findings.json; the sentences are chosen by each claim
 
 from __future__ import annotations
 
-__all__ = ["reanalysis_markdown", "plain_words", "summary", "endpoint_text", "limitations", "ci_text"]
+__all__ = ["reanalysis_markdown", "plain_words", "summary", "endpoint_text", "limitations", "ci_text", "gate_text"]
 
 
 def ci_text(ev: dict, digits: int = 3) -> str:
@@ -61,6 +61,8 @@ def plain_words(claim: dict) -> str:
     """One paragraph: the claim, its verdict, the figure that decided it, what could not be seen."""
     ev, v, t = claim["primary"], claim["verdict"], _thr(claim["threshold"])
     head = f"**{claim['statement']}: {v}.**"
+    if ev.get("kind") == "gated":
+        return f"{head} {gate_text(claim['gate'])}"
     if ev.get("kind") is None:
         return f"{head} The endpoint could not be measured from the study's files."
     if ev["kind"] == "runs":
@@ -84,7 +86,23 @@ def plain_words(claim: dict) -> str:
     for other in claim.get("also_at", {}).values():
         if other.get("p"):
             text += f" At {_setting(other['detail'])}: {ci_text(other)}, {other['verdict']} (unadjusted)."
+    if claim.get("gate"):
+        text += " " + gate_text(claim["gate"])
     return f"{head} {text}"
+
+
+def gate_text(gate: dict) -> str:
+    """Why a gated claim was not judged: each arm's positive control per seed."""
+    parts = []
+    for arm, controls in gate["controls"].items():
+        passed = sum(c["passed"] for c in controls)
+        seeds = ", ".join(f"seed {c['seed']} {c['model'] - c['base']:+.3f} (p {c['p_value']:.3g} against "
+                          f"{c['level']:.3g})" for c in controls)
+        parts.append(f"{arm} beat the base on validation in {passed} of {len(controls)} seeds ({seeds})")
+    return (f"Its gate needs {', '.join(gate['arms'])} to beat the base on the validation split in at least "
+            f"{gate['share']:.0%} of the seeds first: " + "; ".join(parts) + ". " +
+            ("It passed." if gate["passed"] else "It did not, so the comparison was not judged and is not in "
+             "Holm's family."))
 
 
 def summary(result: dict) -> str:
@@ -146,6 +164,8 @@ def _claims_table(result: dict) -> list[str]:
             cells = [ci_text(ev), f"[{s['ci_low']:+.3f}, {s['ci_high']:+.3f}] ({s['df']:.1f})",
                      f"{ev['detectable']:.3f}; {_num(ev.get('detectable_satterthwaite'))}",
                      f"{ev['p']['two_sided']:.3g}", f"{ev['holm_p']:.3g}"]
+        elif ev.get("kind") == "gated":
+            cells = ["gate failed: " + ", ".join(c["gate"]["arms"]) + " did not beat the base", "-", "-", "-", "-"]
         else:
             cells = [_runs_text(c) or "-", "-", "-", "-", "-"]
         side = ">" if c["direction"] == "above" else "<"

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from analyses.claims import interval_verdict, parse_claims, per_run_verdict, read_claims
+from evalkit.errors import UsageError
 from metrics.inference import (
     bootstrap_p,
     crossed_mean_squares,
@@ -431,3 +432,54 @@ def test_a_study_file_names_a_claims_file_that_must_read(tmp_path):
     with pytest.raises(UsageError, match="claims.x.endpoint 'vibes'"):
         read_spec(path)
     assert tomllib.loads(seeded)["claims"].endswith("claims.toml")
+
+
+def _validations(root: Path, es_rates: list[float]) -> None:
+    """validate-base and validate-es-s{seed} stages (one candidate each) in a hand-made study."""
+    rng = np.random.default_rng(9)
+    state = json.loads((root / "study.json").read_text())
+    _run(root / "validate" / "base", 0.2, rng)
+    state["stages"]["validate-base"] = {"status": "done", "result": {"picked": {"run": "validate/base", "step": 0}}}
+    for seed, rate in enumerate(es_rates):
+        rel = f"validate/es/seed-{seed}/step-3"
+        _run(root / rel, rate, rng)
+        state["stages"][f"validate-es-s{seed}"] = {"status": "done", "result": {
+            "candidates": [{"run": rel, "step": 3}], "picked": {"run": rel, "step": 3}}}
+    (root / "study.json").write_text(json.dumps(state))
+
+
+@pytest.mark.parametrize("es_rates, judged", [([0.2, 0.2, 1.0], False), ([1.0, 1.0, 0.2], True)])
+def test_an_es_claim_is_judged_only_when_es_first_beats_the_base_on_validation(tmp_path, es_rates, judged):
+    """Issue 44: a gated claim reads "not tested" unless its arm's positive control passes in at
+    least gate_share of the seeds (here 1 of 3 fails the default half, 2 of 3 passes), and a claim
+    not tested leaves Holm's family."""
+    from analyses.preregistered import preregistered_findings
+    from analyses.reanalysis_tables import reanalysis_markdown
+
+    _study(tmp_path / "study")
+    _validations(tmp_path / "study", es_rates)
+    gated = CLAIMS.replace('contrast = "es - grpo"', 'contrast = "es - grpo"\ngate = ["es"]')
+    (tmp_path / "claims.toml").write_text(gated)
+    out = preregistered_findings(tmp_path / "study", tmp_path / "claims.toml")
+    rows = {r["id"]: r for r in out["claims"]}
+    es = rows["es-vs-grpo"]
+    assert [c["passed"] for c in es["gate"]["controls"]["es"]] == [r == 1.0 for r in es_rates]
+    assert es["gate"]["passed"] is judged and "gate" not in rows["grpo-better"]
+    text = reanalysis_markdown(json.loads(json.dumps(out)))
+    if judged:
+        assert es["verdict"] != "not tested" and es["primary"]["p"] is not None and "It passed." in text
+        family = [r["primary"]["p"]["two_sided"] for r in out["claims"]]
+    else:
+        assert es["verdict"] == "not tested" and es["primary"]["kind"] == "gated" and es["primary"]["holm_p"] is None
+        assert es["also_at"] == {} and "did not beat the base" in text and "not in Holm's family" in text
+        family = [rows[c]["primary"]["p"]["two_sided"] for c in ("grpo-better", "entropy")]
+    tested = [r for r in out["claims"] if r["primary"].get("p")]
+    assert [r["primary"]["holm_p"] for r in tested] == pytest.approx(list(holm(family)))
+
+
+def test_a_gate_must_name_trained_arms(tmp_path):
+    for change, words in (('gate = ["base"]', "trained arms"), ('gate = "es"', "trained arms"),
+                          ('gate = ["es"]\ngate_share = 0', "gate_share"), ("gate_share = 0.5", "give gate")):
+        (tmp_path / "c.toml").write_text(CLAIMS.replace('contrast = "es - grpo"', f'contrast = "es - grpo"\n{change}'))
+        with pytest.raises(UsageError, match=words):
+            read_claims(tmp_path / "c.toml")
