@@ -16,7 +16,11 @@ from evalkit.scale.backends_check import BackendsCheckOptions
 __all__ = ["backends_check"]
 
 
-@with_options(BackendsCheckOptions, skip=("model",))
+@with_options(BackendsCheckOptions, skip=("model",), helps={
+    "n": "Samples per problem in the sampled runs.", "ks": "Comma-separated k values, each <= n/2.",
+    "limit": "Problems (the first N of the task).", "temperature": "Temperature of the sampled runs (greedy is T = 0).",
+    "top_p": "Nucleus mass of the sampled runs; 1.0 = off.", "max_new_tokens": "Generation length cap.",
+    "seed": "Run seed of the sampled runs.", "batch_size": "Sequences per forward pass (passk's --batch-size: its chunk)."})
 def backends_check(
     model: Annotated[str, typer.Argument(help=BackendsCheckOptions.help("model"))] = "smollm2-135m",
     out: Annotated[Path, typer.Option(help="Output folder: check.json, check.md, sampled-hf/ and sampled-vllm/ "

@@ -16,7 +16,8 @@ from evalkit.diff import DiffOptions
 __all__ = ["diff"]
 
 
-@with_options(DiffOptions, skip=("chunk_elems", "kernel"))
+@with_options(DiffOptions, skip=("chunk_elems", "kernel"), helps={
+    "threads": "CPU threads that compute: chunks compared at once, a read buffer each (0 = min(4, cores))."})
 def diff(
     models: Annotated[list[str], typer.Argument(help="BASE OTHER, or BASE A B: checkpoint folders (safetensors, .bin/.pth, DCP, verl FSDP shards, DeepSpeed ZeRO), single files, a LoRA adapter folder (read as BASE + its update) or BASE+ADAPTER, or model names such as smollm2-135m.")],
     out: Annotated[Path | None, typer.Option(help="Folder for diff.json (summary) and tensors.csv (one row per tensor); overlap.csv with three checkpoints.")] = None,

@@ -19,6 +19,11 @@ HELPS = {  # what these shared options mean here
     "dtype": "float32, bfloat16 or float16 (both models).",
     "grader_workers": "Grader / sandbox processes.",
     "grade_timeout": "Seconds per graded item or HumanEval program before it is 'timeout'.",
+    "limit": "Items per benchmark (the first N); 0 = all.",
+    "task_seed": "Seed of the reasoning-gym generators (same items for both models).",
+    "max_new_tokens": "Generation cap; 0 = per-benchmark default (reasoning-gym 96, HumanEval 384).",
+    "batch_size": "Sequences per forward pass (prompts, or choice sequences).",
+    "seed": "Seed for decoding, the bootstrap and KL sampling.",
 }
 
 

@@ -18,7 +18,9 @@ from evalkit.importers.base import ImportOptions
 __all__ = ["import_samples"]
 
 
-@with_options(ImportOptions, skip=("grades",))
+@with_options(ImportOptions, skip=("grades",), helps={
+    "task": "Match the problems to this task's (a task name or .jsonl/.parquet file, as for evalkit passk) by id or "
+            "question text, and grade with its scorer; default: the gold answers in the file, graded as math."})
 def import_samples(
     format: Annotated[str, typer.Argument(help="lm-eval, lighteval, verl, trl, opencompass, evalscope, vllm, inspect or jsonl (also CSV).")],  # noqa: A002
     path: Annotated[Path, typer.Argument(help="The file the tool wrote, or its folder (OpenCompass, evalscope, lm-eval: one run per dataset, in OUT/<dataset>/).")],

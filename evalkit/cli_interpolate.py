@@ -17,7 +17,9 @@ __all__ = ["interpolate"]
 
 
 @with_options(InterpolateOptions, skip=("model", "other", "backend", "ray_workers", "ray_address",
-                                        "logprobs"))
+                                        "logprobs"), helps={
+    "n": "Samples per problem at each point: 1 with --temperature 0 is greedy accuracy; more for pass@k.",
+    "limit": "Use the first N held-out problems of the task (0 = all)."})
 def interpolate(
     a: Annotated[str, typer.Argument(help="Checkpoint A (t = 0): any format evalkit reads, BASE+ADAPTER, or a model name.")],
     b: Annotated[str, typer.Argument(help="Checkpoint B (t = 1), of the same model as A.")],

@@ -44,6 +44,7 @@ def _inputs(*paths) -> dict:
 
 
 @with_options(EntropyOptions, ModelOptions, skip=("model",), helps={
+    "temperature": "With --samples: temperature of records without one (0 = greedy, entropy at 1).",
     "dtype": "With --model: float32, bfloat16 or float16.", "device": "With --model: auto, cpu, cuda ..."})
 def entropy(
     runs: Annotated[list[Path] | None, typer.Argument(help="passk run folders, in trajectory order.")] = None,

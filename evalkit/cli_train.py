@@ -33,7 +33,10 @@ train_app = typer.Typer(
 )
 
 ONE_PROCESS = ("ray_workers", "ray_address", "threads")
-HELPS = {
+SEED = {"seed": "Run seed; every step's prompts, noise and samples derive from (seed, step)."}
+GRPO = {**SEED, "temperature": "Sampling temperature of GRPO groups (and of its log-probs, as TRL).",
+        "top_p": "Nucleus sampling mass; 1.0 = off."}
+HELPS = {**SEED,
     "ray_workers": "Ray workers, each holding a model replica, that score population members (0 = no Ray); "
                    "needs the 'ray' extra.",
     "threads": "CPU threads that compute, per Ray worker (0 = cores // workers locally, 1 on a joined cluster).",
@@ -62,7 +65,7 @@ def es(out: TrainOut, **given) -> None:
         _done(out, run_es(build(ESOptions, given), out, progress=progress))
 
 
-@with_options(GRPOOptions, skip=ONE_PROCESS, helps={"backend": GRPO_BACKEND})
+@with_options(GRPOOptions, skip=ONE_PROCESS, helps=GRPO | {"backend": GRPO_BACKEND})
 def grpo(out: TrainOut, **given) -> None:
     """GRPO (TRL's loss, DAPO/Dr. GRPO options): sample groups, grade, clipped update.
 
@@ -77,7 +80,8 @@ def grpo(out: TrainOut, **given) -> None:
 
 
 @with_options(DistillOptions, skip=(*ONE_PROCESS, "backend"),
-              helps={"model": "The student: checkpoint folder, hub name, or built-in 'smollm2-135m'."})
+              helps=SEED | {"model": "The student: checkpoint folder, hub name, or built-in 'smollm2-135m'.",
+                            "temperature": "Sampling temperature of the student's samples."})
 def distill(out: TrainOut, **given) -> None:
     """On-policy distillation: the student samples, the teacher scores; reverse KL on all or selected tokens.
 
@@ -91,7 +95,7 @@ def distill(out: TrainOut, **given) -> None:
         _done(out, run_distill(build(DistillOptions, given), out, progress=progress))
 
 
-@with_options(ESOptions, GRPOOptions, skip=ONE_PROCESS, helps={"backend": BOTH_BACKEND})
+@with_options(ESOptions, GRPOOptions, skip=ONE_PROCESS, helps=GRPO | {"backend": BOTH_BACKEND})
 def es_grpo(out: TrainOut, **given) -> None:
     """ES, then GRPO from ES's final checkpoint: OUT/es/ and OUT/grpo/ in one folder.
 

@@ -54,7 +54,7 @@ from evalkit.checkpoints.tensors import (
 )
 from evalkit.checkpoints.validate import same_architecture
 from evalkit.errors import UsageError
-from evalkit.options import Options, option
+from evalkit.options import ThreadsOptions, option
 from metrics import weights as W
 
 __all__ = ["Checkpoint", "DiffOptions", "DiffResult", "read_header", "open_checkpoint",
@@ -66,7 +66,9 @@ KERNELS = ("auto", "c", "numba", "numpy")
 
 
 @dataclass(frozen=True)
-class DiffOptions(Options):
+class DiffOptions(ThreadsOptions):
+    own_defaults = {"threads": 2}
+
     atol: float = option(1e-5, "Absolute tolerance: |delta| <= atol counts as unchanged.", min=0)
     rtol: float = option(W.BF16_RTOL, "Relative tolerance: |delta| <= rtol*|w| counts as unchanged; default 2^-9, "
                          "half a bf16 ulp (absorbed in bf16).", min=0)
@@ -74,8 +76,6 @@ class DiffOptions(Options):
                         "matrices).")
     chunk_elems: int = option(1 << 19, "Elements per chunk read (2 MB float32 temporaries: few Python calls, "
                               "bounded memory).", min=1, identity=False)
-    threads: int = option(2, "CPU threads that compute: chunks compared at once, a read buffer each (0 = min(4, "
-                          "cores)).", min=0, identity=False)
     format: str = option("auto", "How OTHER (or A and B) are stored: auto (detected from the folder), "
                          "safetensors, bin (.bin/.pth/.pt), dcp, verl, deepspeed or lora (an adapter "
                          "on BASE).", choices=FORMATS, identity=False)

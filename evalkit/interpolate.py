@@ -54,6 +54,7 @@ class InterpolateOptions(PasskOptions):
     process (its row of evalkit.options.SCALE)."""
 
     kind: ClassVar[str] = "interpolate"
+    own_defaults = {"n": 1, "ks": (1,), "temperature": 0.0}
 
     other: str = option("", "Checkpoint B (the path runs from model A at t = 0 to B at t = 1).", identity=False)
     through: str | None = option(None, "BASE: measure the plane BASE + a (A - BASE) + b (B - BASE) on a points x "
@@ -61,11 +62,6 @@ class InterpolateOptions(PasskOptions):
     points: int = option(11, "Points along the path in [0, 1], endpoints included (per axis with --through).",
                          min=2, max=201)
     extrapolate: bool = option(False, "Also points beyond the endpoints: t from -0.5 to 1.5, same spacing.")
-    n: int = option(1, "Samples per problem at each point: 1 with --temperature 0 is greedy accuracy; more for "
-                    "pass@k.", min=1)
-    ks: tuple[int, ...] = option((1,), "Comma-separated k values, each <= n.", each={"min": 1}, name="k")
-    temperature: float = option(0.0, "Sampling temperature; 0 = greedy.", min=0)
-    limit: int | None = option(50, "Use the first N held-out problems of the task (0 = all).", min=1, none=0)
     loss_batch_tokens: int = option(4096, "Positions per teacher-forced batch for the loss.", min=1, identity=False)
 
 

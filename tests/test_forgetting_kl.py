@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from evalkit.forgetting import kl
+from evalkit.forgetting.runner import ForgettingOptions
 from evalkit.models import tokenizer_mismatch
 
 
@@ -87,7 +88,8 @@ def test_stop_position_is_included_and_padding_does_not_matter(pair):
 
 def test_self_kl_is_zero(pair):
     base, _, tok = pair
-    result = kl.forward_kl(base, base, tok, ["ab", "cd", "ef"], ["p0", "p1", "p2"], kl.KLSettings(max_new_tokens=4))
+    result = kl.forward_kl(base, base, tok, ["ab", "cd", "ef"], ["p0", "p1", "p2"],
+                           ForgettingOptions(kl_max_new_tokens=4))
     assert result["kl_sequence"] == 0.0 and result["kl_sequence_se"] == 0.0
     assert result["direction"].startswith("KL(pi_base || pi_model)")
 
@@ -100,7 +102,7 @@ def test_monte_carlo_estimate_agrees_with_exact(pair):
     exact = _exact_two_token_kl(base, model, prompt, set(stop_token_ids(base, tok)))
     n = 200  # the same prompt under different ids: independent samples
     result = kl.forward_kl(base, model, tok, ["ab"] * n, [f"p{i}" for i in range(n)],
-                           kl.KLSettings(max_new_tokens=2, batch_size=50))
+                           ForgettingOptions(kl_max_new_tokens=2, batch_size=50))
     assert result["prompts"] == n and result["kl_sequence_se"] > 0
     assert abs(result["kl_sequence"] - exact) < 4 * result["kl_sequence_se"]
 

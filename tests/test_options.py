@@ -152,3 +152,27 @@ def test_a_renamed_option_keeps_its_old_name_hidden():
 def test_zero_means_all_problems_in_the_class_as_on_the_command_line():
     assert PasskOptions(limit=0).limit is None and PasskOptions(limit=7).limit == 7
     assert PasskOptions.from_table({"limit": 0}, "evaluations.passk.").limit is None
+
+
+def _declared_fields() -> dict[str, list[str]]:
+    """Every annotated field of every class named *Options or *Settings in the library, by
+    name: where each name is declared (ClassVars are not fields)."""
+    where: dict[str, list[str]] = {}
+    for top in ("evalkit", "analyses"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.ClassDef) and node.name.endswith(("Options", "Settings"))):
+                    continue
+                for item in node.body:
+                    if (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                            and "ClassVar" not in ast.unparse(item.annotation)):
+                        where.setdefault(item.target.id, []).append(f"{path.relative_to(ROOT)}:{node.name}")
+    return where
+
+
+def test_no_option_field_is_declared_in_two_classes():
+    """A field several commands share is declared once, in the class they inherit; a command that
+    needs another default names it in `own_defaults`, and a name with two meanings gets two names."""
+    twice = {name: places for name, places in _declared_fields().items() if len(places) > 1}
+    assert not twice, "declared in more than one class:\n" + "\n".join(
+        f"  {name}: {', '.join(places)}" for name, places in sorted(twice.items()))

@@ -13,21 +13,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from evalkit.options import GradingOptions, option
+from evalkit.options import BatchOptions, GradingOptions, MaxTokensOptions, SeedOptions, option
 
 __all__ = ["ItemOutcome", "EvalSettings", "greedy_completions"]
 
 
 @dataclass(frozen=True)
-class EvalSettings(GradingOptions):
+class EvalSettings(SeedOptions, BatchOptions, MaxTokensOptions, GradingOptions):
     """How every benchmark is run; the same for base and model (evalkit forgetting's options
     inherit these). grader_workers: grader / sandbox processes; grade_timeout: seconds per graded
-    item or program (wall clock)."""
+    item or program (wall clock); max_new_tokens 0: each benchmark's own cap (reasoning-gym 96,
+    HumanEval 384); batch_size: prompts, or choice sequences; seed: decoding, the bootstrap and
+    the KL's samples."""
 
-    max_new_tokens: int = option(0, "Generation cap; 0 = per-benchmark default (reasoning-gym 96, HumanEval 384).",
-                                 min=0)
-    batch_size: int = option(8, "Sequences per forward pass (prompts, or choice sequences).", min=1)
-    seed: int = option(0, "Seed for decoding, the bootstrap and KL sampling.", min=0)
+    per_benchmark = True
+    own_defaults = {"max_new_tokens": 0, "batch_size": 8}
+
     mc_norm: str = option("sum", "Multiple-choice score: sum (log-likelihood), token (per token) or byte (per UTF-8 "
                           "byte).", choices=("sum", "token", "byte"))
 

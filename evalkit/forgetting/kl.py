@@ -1,6 +1,6 @@
 """Forward KL from the base policy to the trained one on the training task's prompts.
 
-    result = forward_kl(base, model, tokenizer, prompts, ids, KLSettings(samples=1, max_new_tokens=64))
+    result = forward_kl(base, model, tokenizer, prompts, ids, ForgettingOptions(kl_samples=1, kl_max_new_tokens=64))
 
 Direction and estimator (RL's Razor, arXiv 2509.04259: forgetting tracks
 `E_{x ~ new task}[KL(pi_0 || pi)]`): for each prompt x, completions y are
@@ -25,11 +25,10 @@ distributions would not live on the same space.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["DIRECTION", "ESTIMATOR", "KLSettings", "token_kls", "forward_kl"]
+__all__ = ["DIRECTION", "ESTIMATOR", "token_kls", "forward_kl"]
 
 DIRECTION = "KL(pi_base || pi_model), forward, nats"
 ESTIMATOR = (
@@ -80,22 +79,13 @@ def _mean_se(values: list[float]) -> tuple[float, float | None]:
     return float(arr.mean()), se
 
 
-@dataclass(frozen=True)
-class KLSettings:
-    samples: int = 1  # base completions per prompt
-    max_new_tokens: int = 64
-    seed: int = 0
-    batch_size: int = 8
-
-
-def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str],
-               settings: KLSettings = KLSettings(), on_done=None) -> dict:
-    """Estimate E_x[KL(pi_base || pi_model)] on `prompts` (user texts); see the module doc."""
+def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str], opts) -> dict:
+    """Estimate E_x[KL(pi_base || pi_model)] on `prompts` (user texts); see the module doc. `opts`
+    (evalkit forgetting's options): kl_samples base completions per prompt, kl_max_new_tokens,
+    seed, batch_size."""
     from evalkit.sampling import SamplingConfig, render_prompt, sample_texts, stop_token_ids
 
-    samples, max_new_tokens, seed, batch_size = settings.samples, settings.max_new_tokens, settings.seed, \
-        settings.batch_size
-
+    samples, max_new_tokens, seed, batch_size = opts.kl_samples, opts.kl_max_new_tokens, opts.seed, opts.batch_size
     cfg = SamplingConfig(n=samples, temperature=1.0, top_p=1.0, max_new_tokens=max_new_tokens,
                          seed=seed, record_entropy=False)
     stop = stop_token_ids(base, tokenizer)
@@ -115,8 +105,6 @@ def forward_kl(base, model, tokenizer, prompts: Sequence[str], ids: Sequence[str
             positions.append(int(sum(k.size for k in mine)))
         lengths += [k.size for k in kls]
         truncated += sum(s.finish_reason == "length" for s in drawn)
-        if on_done is not None:
-            on_done(len(rendered))
     seq_mean, seq_se = _mean_se(seq_kl)
     tok_mean, tok_se = _mean_se(tok_kl)
     return {

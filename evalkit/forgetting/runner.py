@@ -18,7 +18,7 @@ whole benchmark computes that batch, and its result is appended to
 the same identity (weights, items, settings that shape outcomes, versions)
 computes only the units missing and writes the same `forgetting.json` and
 `items.jsonl` as an uninterrupted run; another identity is refused, naming
-what differs. The statistics (alpha, confidence, n_boot) are always
+what differs. The statistics (significance, confidence, n_boot) are always
 recomputed from the units, so a rerun may change them. A run whose units
 are all journalled loads no model.
 """
@@ -39,34 +39,33 @@ from evalkit.errors import UsageError
 from evalkit.forgetting import BENCHMARKS, MC_FORMAT, SUITES
 from evalkit.forgetting.generate import EvalSettings, ItemOutcome
 from evalkit.jsonio import plain_json
-from evalkit.options import ModelOptions, option
+from evalkit.options import IntervalOptions, LimitOptions, ModelOptions, TaskSeedOptions, option
 from evalkit.records import versions
 
 __all__ = ["ForgettingOptions", "resolve_suite", "run_forgetting", "compare", "verdict", "output_files"]
 
 
 @dataclass(frozen=True)
-class ForgettingOptions(EvalSettings, ModelOptions):
+class ForgettingOptions(IntervalOptions, LimitOptions, TaskSeedOptions, EvalSettings, ModelOptions):
     """`model` (and `base`, the same kind of value), dtype and device as in evalkit.options;
     grader_workers: grader / sandbox processes; grade_timeout: seconds per graded item."""
+
+    own_defaults = {"n_boot": 2000}
 
     base: str = option("smollm2-135m", "The model before training: checkpoint folder, hub name or smollm2-135m.")
     suite: str = option("default", "Suite name (default, reasoning, code) or comma-separated benchmarks, e.g. "
                          "'word_sorting,humaneval'.")
     mc_files: tuple[tuple[str, str], ...] = option((), "(benchmark name, JSONL path) of multiple-choice files.")
-    limit: int = option(50, "Items per benchmark (the first N); 0 = all.", min=0)
     train_task: str | None = option(None, "Training task (evalkit task name or file): also estimate forward "
                                      "KL(pi_base || pi_model) on its prompts.")
-    task_seed: int = option(0, "Seed of the reasoning-gym generators (same items for both models).", min=0)
     kl_task: str | None = option(None, "Task whose prompts the KL uses instead of --train-task's (a task not "
                                  "trained on: the KL then measures drift off the training distribution, not movement "
                                  "on it).")
     kl_prompts: int = option(32, "Training-task prompts for the KL estimate.", min=1)
     kl_samples: int = option(1, "Completions sampled from the base per KL prompt.", min=1)
     kl_max_new_tokens: int = option(64, "Length cap of the KL completions.", min=1)
-    n_boot: int = option(2000, "Bootstrap resamples of the paired differences.", min=1)
-    confidence: float = option(0.95, "Confidence level of the intervals.", above=0, below=1)
-    alpha: float = option(0.05, "Significance level of the verdict (Holm-adjusted McNemar).", above=0, below=1)
+    significance: float = option(0.05, "Significance level of the verdict (Holm-adjusted McNemar).", above=0, below=1,
+                                 was=("alpha",))
 
     def _checks(self) -> None:
         names = set(SUITES.get(self.suite, ())) or {n.strip() for n in self.suite.split(",") if n.strip()}
@@ -212,7 +211,7 @@ IDENTITY_PACKAGES = ("evalkit", "torch", "transformers", "reasoning-gym", "human
 
 
 def _run_identity(opts: ForgettingOptions, refs: dict, hashes: dict, device: str, loaded, train) -> dict:
-    """What decides the journalled units (see journal.py); the statistics' options (alpha,
+    """What decides the journalled units (see journal.py); the statistics' options (significance,
     confidence, n_boot) and grader_workers are left out: a rerun recomputes those from the units."""
     import torch
 
@@ -226,7 +225,7 @@ def _run_identity(opts: ForgettingOptions, refs: dict, hashes: dict, device: str
            for side, ref in refs.items()},
         "dtype": opts.dtype, "device": device,
         "cpu_threads": torch.get_num_threads() if device.startswith("cpu") else None,  # CPU sums depend on it
-        "suite": opts.suite, "limit": opts.limit, "task_seed": opts.task_seed,
+        "suite": opts.suite, "limit": opts.limit or 0, "task_seed": opts.task_seed,
         "max_new_tokens": opts.max_new_tokens, "batch_size": opts.batch_size, "seed": opts.seed,
         "mc_norm": opts.mc_norm, "grade_timeout": opts.grade_timeout,
         "benchmarks": {name: items.identity() for name, _, _, items in loaded},
@@ -310,14 +309,14 @@ class _Run:
             "models": {side: {"name": ref.name, "path": ref.path, "sha256": hashes[side], "dtype": opts.dtype}
                        for side, ref in self.models.refs.items()},
             "suite": opts.suite, "benchmarks": rows, "skipped": skipped,
-            "verdict": verdict(rows, opts.alpha),
+            "verdict": verdict(rows, opts.significance),
             "kl": self._kl(train) if train is not None else None,
             "settings": {**asdict(opts), "device": self.device, "decoding": "greedy (temperature 0), n=1"},
             "statistics": {
                 "difference": "model accuracy - base accuracy, paired percentile bootstrap over items",
                 "test": "McNemar on per-item outcomes; exact binomial below 25 discordant pairs, else "
                         "chi-square with continuity correction; p_holm: Holm-adjusted over the suite",
-                "confidence": opts.confidence, "alpha": opts.alpha, "n_boot": opts.n_boot,
+                "confidence": opts.confidence, "alpha": opts.significance, "n_boot": opts.n_boot,
             },
             "versions": versions(),
         }
@@ -462,7 +461,7 @@ def _kl(opts: ForgettingOptions, task, models) -> dict:
         return {"status": "refused", "reason": why, "direction": kl.DIRECTION, "task": identity}
     problems = task.problems[: opts.kl_prompts]
     result = kl.forward_kl(base, model, base_tok, [p.prompt for p in problems], [p.id for p in problems],
-                           kl.KLSettings(opts.kl_samples, opts.kl_max_new_tokens, opts.seed, opts.batch_size))
+                           opts)
     return {**result, "task": identity}
 
 

@@ -30,10 +30,8 @@ class ImportOptions(GradingOptions, TaskOptions):
     gold answers in the file), the grades, the generic format's fields, the tokenizer."""
 
     kind: ClassVar[str] = "import"
+    own_defaults = {"task": None}  # the gold answers in the file
 
-    task: str | None = option(None, "Match the problems to this task's (a task name or .jsonl/.parquet file, as for "
-                              "evalkit passk) by id or question text, and grade with its scorer; default: the gold "
-                              "answers in the file, graded as math.", identity=False)
     grades: str = option("auto", "keep (the file's own per-sample scores), regrade (evalkit's grader) or auto (keep "
                          "where the file has a score per completion, else regrade).", choices=GRADES)
     problem_field: str = option("problem_id", "jsonl/csv: field holding the problem (an id or the question text).")

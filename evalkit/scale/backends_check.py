@@ -34,7 +34,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
-from evalkit.options import BACKENDS, ModelOptions, TaskOptions, option
+from evalkit.options import (
+    BACKENDS,
+    ModelOptions,
+    OptionError,
+    SamplingOptions,
+    TaskOptions,
+    WorkersOptions,
+)
 
 __all__ = ["BackendsCheckOptions", "run_backends_check"]
 
@@ -42,19 +49,15 @@ TOP = 20  # log-probs asked of vLLM at a diverging position
 
 
 @dataclass(frozen=True)
-class BackendsCheckOptions(TaskOptions, ModelOptions):
-    n: int = option(64, "Samples per problem in the sampled runs.", min=2)
-    ks: tuple[int, ...] = option((1, 2, 4, 8, 16, 32), "Comma-separated k values, each <= n/2.", each={"min": 1},
-                                 name="k")
-    limit: int = option(60, "Problems (the first N of the task).", min=1)
-    temperature: float = option(1.0, "Temperature of the sampled runs (greedy is T = 0).", above=0)
-    top_p: float = option(1.0, "Nucleus mass of the sampled runs; 1.0 = off.", above=0, max=1)
-    max_new_tokens: int = option(48, "Generation length cap.", min=1)
-    seed: int = option(0, "Run seed of the sampled runs.", min=0)
-    batch_size: int = option(64, "Sequences per forward pass (passk's --batch-size: its chunk).", min=1)
-    grader_workers: int = option(2, "Grader processes.", min=1, identity=False)
+class BackendsCheckOptions(SamplingOptions, WorkersOptions, TaskOptions, ModelOptions):
+    """passk's sampling options, for the sampled runs of both backends (the greedy ones are T = 0)."""
+
+    greedy = False
+    own_defaults = {"n": 64, "ks": (1, 2, 4, 8, 16, 32), "limit": 60, "max_new_tokens": 48}
 
     def _checks(self) -> None:
+        if self.n < 2:
+            raise OptionError("n", self.n, "must be >= 2")
         if bad := [k for k in self.ks if 2 * k > self.n]:
             raise UsageError(f"--k {','.join(map(str, bad))}: every k must be at most n/2 = {self.n // 2} "
                              "(pass@k near n rests on few subsets)")

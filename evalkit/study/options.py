@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from evalkit.options import Options, option
+from evalkit.options import (
+    BatchOptions,
+    LimitOptions,
+    MaxTokensOptions,
+    OptionError,
+    Options,
+    SeedOptions,
+    option,
+)
 
 __all__ = ["ValidationOptions", "SparsityOptions", "RULES"]
 
@@ -20,18 +28,22 @@ RULES = ("best-greedy", "final")
 
 
 @dataclass(frozen=True)
-class ValidationOptions(Options):
+class ValidationOptions(SeedOptions, MaxTokensOptions, LimitOptions, BatchOptions):
     """The split that picks each arm's checkpoint: the training generator with its own seed,
-    minus every question of the training and held-out splits (commuted forms included)."""
+    minus every question of the training and held-out splits (commuted forms included). `seed`:
+    the split's (the training generator's; not the training or held-out seed); `limit`: the
+    validation problems kept (a number: 0 is refused); `max_new_tokens`: the greedy validation
+    completions' cap."""
 
-    seed: int = option(2, "Seed of the validation split (the training generator's; not the training or held-out "
-                       "seed).", min=0)
+    own_defaults = {"seed": 2, "limit": 64, "max_new_tokens": 32}
+
     size: int = option(200, "Problems generated before questions seen in training or held out are dropped.", min=1)
-    limit: int = option(64, "Validation problems kept.", min=1)
     rule: str = option("best-greedy", "best-greedy: each arm's saved checkpoint with the highest greedy validation "
                        "reward, ties to the earlier; final: the last checkpoint (no rule).", choices=RULES)
-    max_new_tokens: int = option(32, "Length cap of the greedy validation completions.", min=1)
-    batch_size: int = option(64, "Sequences per forward pass.", min=1)
+
+    def _checks(self) -> None:
+        if self.limit is None:
+            raise OptionError("limit", 0, "must be >= 1")
 
 
 @dataclass(frozen=True)
@@ -45,4 +57,5 @@ class SparsityOptions(Options):
                                    each={"above": 0, "max": 1})
     bf16_completions: int = option(256, "Completions of each arm's short bf16-trained run (ES and GRPO, the study's "
                                    "options, the first seed); 0 = none.", min=0)
-    rank: bool = option(True, "Effective rank (Roy and Vetterli) of every 2-D update at the matched checkpoints.")
+    effective_rank: bool = option(True, "Effective rank (Roy and Vetterli) of every 2-D update at the matched "
+                                  "checkpoints (not `evalkit diff --rank`'s rank(delta)/min(shape)).", name="rank")

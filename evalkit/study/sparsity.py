@@ -49,7 +49,7 @@ def matched_sparsity(base: str, arms: dict, options, out: Path) -> dict:
         matched = {"es": es, "grpo": grpo, "norm_ratio_es_over_grpo": es["rel_norm"] / grpo["rel_norm"]}
         for arm, row in (("es", es), ("grpo", grpo)):
             path = next(c["path"] for c in arms[arm] if c["step"] == row["step"])
-            stats[arm], matrices = scale_free(base, path, qs, rank=options.rank)
+            stats[arm], matrices = scale_free(base, path, qs, rank=options.effective_rank)
             ranks += [{"arm": arm, "step": row["step"], **m} for m in matrices]
     report = {"kind": "study-sparsity", "checkpoints": rows, "matched": matched, "qs": qs,
               "top_share": {arm: s["top_share"] for arm, s in stats.items()},

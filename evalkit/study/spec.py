@@ -141,10 +141,11 @@ class StudySpec:
 
     def recorded(self, name: str) -> dict:
         """Evaluation `name` as stage identities and study.json hold it: the keys a study file may
-        set, with the options' values (defaults where the file is silent); a key added since
-        studies recorded it is left out at the value they ran with (ADDED_KEYS)."""
+        set, with the options' values as the file spells them (defaults where it is silent; `limit`
+        0, not the None it means); a key added since studies recorded it is left out at the value
+        they ran with (ADDED_KEYS)."""
         opts = self.evaluations[name]
-        values = {key: plain(getattr(opts, _field(opts, key))) for key in EVALUATIONS[name]}
+        values = {key: plain(_spelled(opts, key)) for key in EVALUATIONS[name]}
         added = ADDED_KEYS.get(name, {})
         return {k: v for k, v in values.items() if not (k in added and v == added[k])}
 
@@ -458,6 +459,8 @@ def _evaluator(name: str):
             "sparsity": SparsityOptions, "masked": MaskOptions}[name]
 
 
-def _field(opts, key: str) -> str:
-    """The field a study key spells (`k` is PasskOptions' `ks`)."""
-    return next((f.name for f in fields(opts) if f.metadata.get("name", f.name) == key), key)
+def _spelled(opts, key: str):
+    """The value of the field a study key spells (`k` is PasskOptions' `ks`), as the file spells it."""
+    f = next(f for f in fields(opts) if f.metadata.get("name", f.name) == key)
+    value = getattr(opts, f.name)
+    return f.metadata["none"] if value is None and "none" in f.metadata else value

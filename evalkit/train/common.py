@@ -30,7 +30,15 @@ from typing import ClassVar
 
 from evalkit.errors import UsageError
 from evalkit.jsonio import write_json_atomic
-from evalkit.options import GradingOptions, ModelOptions, ScaleOptions, TaskOptions, option
+from evalkit.options import (
+    GradingOptions,
+    MaxTokensOptions,
+    ModelOptions,
+    ScaleOptions,
+    SeedOptions,
+    TaskOptions,
+    option,
+)
 from evalkit.rundir import discarded_if_unused
 from evalkit.sampling import derive_seed
 from evalkit.trainlogs import REPORT_TO, check_report_to
@@ -56,7 +64,7 @@ STATE_FILE = "trainer_state.json"
 
 
 @dataclass(frozen=True)
-class TrainOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
+class TrainOptions(SeedOptions, MaxTokensOptions, ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
     """What every trainer takes: evalkit.options' groups (they mean what they mean for
     `evalkit passk`, same defaults) plus these. backend vllm: a colocated vLLM engine samples
     (evalkit.train.vllm); ray_workers: ES members on Ray actors (evalkit.train.es_ray).
@@ -65,8 +73,6 @@ class TrainOptions(ScaleOptions, GradingOptions, TaskOptions, ModelOptions):
 
     units: ClassVar[str] = "steps"
 
-    max_new_tokens: int = option(256, "Generation length cap per completion.", min=1)
-    seed: int = option(0, "Run seed; every step's prompts, noise and samples derive from (seed, step).", min=0)
     save_every: int = option(10, "Save a checkpoint every K steps (and at the last).", min=1, identity=False)
     report_to: str = option("none", "Also log each step's scalars to tensorboard (OUT/tensorboard event files), trackio "
                             "(its local store) or wandb (offline, under OUT); metrics.jsonl is written either way.",
@@ -102,6 +108,8 @@ class GradientOptions(TrainOptions):
     prompts_per_step: int = option(4, "Prompts per step.", min=1)
     max_grad_norm: float = option(1.0, "Gradient clipping norm.", above=0)
     weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0).", min=0)
+    lr: float = option(1e-6, "AdamW learning rate (constant).", above=0)
+    micro_batch: int = option(2, "Sequences per forward/backward (memory, not the result).", min=1)
 
 
 @dataclass(frozen=True)

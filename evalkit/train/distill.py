@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from evalkit.errors import UsageError
-from evalkit.options import MIN_TEMPERATURE, option
+from evalkit.options import TemperatureOptions, option
 from evalkit.records import TRAINERS
 from evalkit.train.common import GradientOptions
 
@@ -38,20 +38,19 @@ SELECT = ("divergence", "entropy", "random")
 
 
 @dataclass(frozen=True)
-class DistillOptions(GradientOptions):
+class DistillOptions(TemperatureOptions, GradientOptions):
     kind: ClassVar[str] = "distill"
+    greedy = False
+    own_defaults = {"lr": 1e-5, "micro_batch": 4}
 
     teacher: str = option("", "Teacher checkpoint (its tokenizer must be the student's).")
     samples_per_prompt: int = option(4, "Student samples per prompt and step.", min=1)
-    lr: float = option(1e-5, "AdamW learning rate (constant).", above=0)
-    temperature: float = option(1.0, "Sampling temperature of the student's samples.", min=MIN_TEMPERATURE)
     token_fraction: float = option(1.0, "Share of each sample's tokens supervised, in (0, 1]; 1 = every token.",
                                    above=0, max=1)
     tokens_per_sample: int = option(0, "Supervise this many tokens per sample instead of a fraction (0 = use "
                                     "--token-fraction).", min=0)
     select: str = option("divergence", "Which tokens: divergence (largest KL, same pass), entropy (student's most "
                          "uncertain) or random (the control).", choices=SELECT)
-    micro_batch: int = option(4, "Sequences per forward/backward (memory, not the result).", min=1)
 
     def completions_per_unit(self) -> int:
         return self.prompts_per_step * self.samples_per_prompt  # the student's; teacher-forcing generates none

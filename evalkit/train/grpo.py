@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from evalkit.options import MIN_TEMPERATURE, option
+from evalkit.options import TemperatureOptions, TopPOptions, option
 from evalkit.records import TRAINERS
 from evalkit.train.common import GradientOptions, Policy
 from evalkit.train.guidance import Rollout
@@ -51,12 +51,12 @@ LOSS_TYPES = ("grpo", "dapo", "dr_grpo")
 
 
 @dataclass(frozen=True)
-class GRPOOptions(GradientOptions):  # backend vllm: groups sampled by a colocated vLLM engine
+class GRPOOptions(TopPOptions, TemperatureOptions, GradientOptions):  # backend vllm: groups sampled by vLLM
     kind: ClassVar[str] = "grpo"
+    greedy = False  # a group needs different samples
 
     group_size: int = option(8, "Completions per prompt G (TRL num_generations: 8).", min=2,
                              note="a group needs at least 2 samples (TRL default 8)")
-    lr: float = option(1e-6, "AdamW learning rate (constant).", above=0)
     loss: str = option("dapo", "Aggregation: grpo (per sequence), dapo (per token), dr_grpo (B * max_new_tokens).",
                        choices=LOSS_TYPES)  # dapo: TRL 1.x default
     epsilon: float = option(0.2, "Lower clip epsilon (TRL: 0.2).", min=0)
@@ -69,11 +69,6 @@ class GRPOOptions(GradientOptions):  # backend vllm: groups sampled by a colocat
     max_sampling_rounds: int = option(4, "Sampling rounds allowed per step with --dynamic-sampling.", min=1)
     updates_per_batch: int = option(1, "AdamW steps per sampled batch (TRL num_iterations; >1 makes clipping "
                                     "active).", min=1)
-    micro_batch: int = option(2, "Sequences per forward/backward (memory, not the result).", min=1)
-    temperature: float = option(1.0, "Sampling temperature of GRPO groups (and of its log-probs, as TRL).",
-                                min=MIN_TEMPERATURE,
-                                note="groups need different samples")
-    top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off.", above=0, max=1)
     # context for rollouts (evalkit.train.guidance): a weak model's prefixes, hints for all-wrong groups
     guide_model: str | None = option(None, "Weak guide model: its completions' first --guide-tokens tokens start "
                                      "--guided-rollouts of each group (context: out of the loss and ratio).")
