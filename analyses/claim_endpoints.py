@@ -112,24 +112,12 @@ def measure(study, claim: Claim, *, floor: bool = False, setting: str | None = N
 
 def _control(study, claim: Claim) -> Measured | None:
     """ES-then-GRPO's picked checkpoint against GRPO's at the same GRPO step, per seed, from the
-    curve runs (analyses.study_seeded._control's pairing)."""
-    rows_a, rows_b, steps = [], [], []
-    for s in study.seeds:
-        pick = (study.result(f"validate-es-grpo-s{s}") or {}).get("picked")
-        seq, grpo = study.result(f"curves-es-grpo-s{s}"), study.result(f"curves-grpo-s{s}")
-        if not (pick and seq and grpo):
-            return None
-        mine = next(p for p in seq["points"] if p["trainer"] == "grpo" and p["step"] == pick["step"])
-        ctl = next((p for p in grpo["points"] if p["step"] == pick["step"]), None)
-        if ctl is None:
-            return None
-        rows_a.append(study.table(study.run(mine["run"]), [1])["pass"][:, 0])
-        rows_b.append(study.table(study.run(ctl["run"]), [1])["pass"][:, 0])
-        steps.append(pick["step"])
-    run = study.run(mine["run"])
-    return Measured("one", np.stack(rows_a) - np.stack(rows_b),
-                    detail={"setting": "control", "k": 1, "sampling": _sampling(run), "grpo_steps": steps,
-                            "unit": "raw"})
+    curve runs (analyses.study_seeded.Study.control)."""
+    if (control := study.control()) is None:
+        return None
+    diff, steps, runs = control
+    return Measured("one", diff, detail={"setting": "control", "k": 1, "sampling": _sampling(runs[-1]),
+                                         "grpo_steps": steps, "unit": "raw"})
 
 
 def _accuracy(study, claim: Claim) -> Measured | None:

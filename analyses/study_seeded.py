@@ -74,6 +74,29 @@ class Study:
         record = self.state["stages"].get(stage) or {}
         return record.get("result") if record.get("status") == "done" else None
 
+    def seeded(self, kind: str, model: str) -> list[tuple[int, dict]]:
+        """(seed, result) of each done stage `kind-model-s<seed>`, in seed order."""
+        return [(s, r) for s in self.seeds if (r := self.result(f"{kind}-{model}-s{s}")) is not None]
+
+    def control(self) -> tuple[np.ndarray, list[int], list] | None:
+        """The GRPO control, paired by seed: pass@1 per problem [seed, problem] of ES-then-GRPO's
+        picked checkpoint minus GRPO's at the same GRPO step (both curve runs), those steps, and
+        ES-then-GRPO's runs; None until all are done."""
+        pairs, steps = [], []
+        for s in self.seeds:
+            pick = (self.result(f"validate-es-grpo-s{s}") or {}).get("picked")
+            seq, grpo = self.result(f"curves-es-grpo-s{s}"), self.result(f"curves-grpo-s{s}")
+            if not (pick and seq and grpo):
+                return None
+            mine = next(p for p in seq["points"] if p["trainer"] == "grpo" and p["step"] == pick["step"])
+            ctl = next((p for p in grpo["points"] if p["step"] == pick["step"]), None)
+            if ctl is None:
+                return None
+            pairs.append((self.run(mine["run"]), self.run(ctl["run"])))
+            steps.append(pick["step"])
+        mine, ctl = ([self.table(pair[i], [1])["pass"][:, 0] for pair in pairs] for i in (0, 1))
+        return np.stack(mine) - np.stack(ctl), steps, [pair[0] for pair in pairs]
+
     @cached_property
     def answers(self) -> dict:
         """Each held-out problem's right answers: its `answer`, or (a task with several right
@@ -330,15 +353,9 @@ def _curves(study: Study) -> dict:
     out["base"] = _curve_point(study, base_run, ks)
     out["ks"] = [1, ks[-1]]
     for m in study.methods:
-        arm = []
-        for s in study.seeds:
-            result = study.result(f"curves-{m}-s{s}")
-            if result is None:
-                continue
-            for p in result["points"]:
-                arm.append({"seed": s, "trainer": p["trainer"], "step": p["step"], "completions": p["completions"],
-                            "run": p["run"], **_curve_point(study, study.run(p["run"]), ks)})
-        out[m] = arm
+        out[m] = [{"seed": s, "trainer": p["trainer"], "step": p["step"], "completions": p["completions"],
+                   "run": p["run"], **_curve_point(study, study.run(p["run"]), ks)}
+                  for s, result in study.seeded("curves", m) for p in result["points"]]
     return out
 
 
@@ -355,14 +372,10 @@ def _stopping(study: Study) -> dict:
     if base:
         out["base_reward"] = base["candidates"][0]["reward"]
     for m in study.methods:
-        rows = []
-        for s in study.seeds:
-            r = study.result(f"validate-{m}-s{s}")
-            if r:
-                rows.append({"seed": s, "picked_step": r["picked"]["step"], "picked_trainer": r["picked"]["trainer"],
-                             "picked_reward": r["picked"]["reward"], "picked_checkpoint": r["picked"]["checkpoint"],
-                             "candidates": [(c["step"], c["reward"]) for c in r["candidates"]]})
-        out["arms"][m] = rows
+        out["arms"][m] = [{"seed": s, "picked_step": r["picked"]["step"], "picked_trainer": r["picked"]["trainer"],
+                           "picked_reward": r["picked"]["reward"], "picked_checkpoint": r["picked"]["checkpoint"],
+                           "candidates": [(c["step"], c["reward"]) for c in r["candidates"]]}
+                          for s, r in study.seeded("validate", m)]
     return out
 
 
@@ -372,14 +385,10 @@ def _budget(study: Study) -> dict:
     (they run after the figure is taken, so their own times cannot be in it and a rerun of them
     must not change it)."""
     out = {}
-    for m in study.methods:
-        rows = []
-        for s in study.seeds:
-            r, record = study.result(f"train-{m}-s{s}"), study.state["stages"].get(f"train-{m}-s{s}") or {}
-            if r:
-                rows.append({"seed": s, **r.get("budget", {}), "train_seconds": record.get("seconds")})
-        out[m] = rows
     stages = study.state["stages"]
+    for m in study.methods:
+        out[m] = [{"seed": s, **r.get("budget", {}), "train_seconds": stages[f"train-{m}-s{s}"].get("seconds")}
+                  for s, r in study.seeded("train", m)]
     out["stage_seconds_total"] = round(sum(v.get("seconds") or 0.0 for name, v in stages.items()
                                            if name not in AFTER_FIGURES), 1)
     return out
@@ -414,20 +423,10 @@ def _sequence(study: Study) -> dict | None:
 
 
 def _control(study: Study) -> dict | None:
-    rows_seq, rows_ctl, steps = [], [], []
-    for s in study.seeds:
-        pick = (study.result(f"validate-es-grpo-s{s}") or {}).get("picked")
-        seq_curve, grpo_curve = study.result(f"curves-es-grpo-s{s}"), study.result(f"curves-grpo-s{s}")
-        if not (pick and seq_curve and grpo_curve):
-            return None
-        mine = next(p for p in seq_curve["points"] if p["trainer"] == "grpo" and p["step"] == pick["step"])
-        ctl = next((p for p in grpo_curve["points"] if p["step"] == pick["step"]), None)
-        if ctl is None:
-            return None
-        rows_seq.append(study.table(study.run(mine["run"]), [1])["pass"][:, 0])
-        rows_ctl.append(study.table(study.run(ctl["run"]), [1])["pass"][:, 0])
-        steps.append(pick["step"])
-    row = _interval(np.stack(rows_seq) - np.stack(rows_ctl))  # paired by seed, as in _sequence
+    if (control := study.control()) is None:
+        return None
+    diff, steps, _ = control
+    row = _interval(diff)  # paired by seed, as in _sequence
     row["grpo_steps"] = steps
     row["settings"] = "curve runs (evaluations.curves): ES-then-GRPO's pick and GRPO at the same GRPO step"
     return row
@@ -436,15 +435,9 @@ def _control(study: Study) -> dict | None:
 def _forgetting(study: Study) -> dict | None:
     per_arm = {}
     for m in study.methods:
-        reports = []
-        for s in study.seeds:
-            r = study.result(f"forgetting-{m}-s{s}")
-            if r is None:
-                break
-            folder = (study.root / r["file"]).parent
-            reports.append((json.loads((folder / "forgetting.json").read_text()), _items(folder / "items.jsonl")))
-        else:
-            per_arm[m] = reports
+        folders = [(study.root / r["file"]).parent for _, r in study.seeded("forgetting", m)]
+        if len(folders) == len(study.seeds):
+            per_arm[m] = [(json.loads((f / "forgetting.json").read_text()), _items(f / "items.jsonl")) for f in folders]
     if not per_arm:
         return None
     out = {"benchmarks": {}, "kl": {}}
@@ -525,15 +518,11 @@ def _sparsity(study: Study) -> dict | None:
         if r:
             seeds[s] = json.loads((study.root / r["file"]).read_text())
     picked = {}
+    keys = ("changed_frac_bits", "changed_frac_atol", "changed_frac_rel", "rel_norm", "top_1pct_share")
     for m in study.methods:
-        rows = []
-        for s in study.seeds:
-            r = study.result(f"diff-{m}-s{s}")
-            if r:
-                o = json.loads((study.root / r["file"]).read_text())["updates"]["other"]["overall"]
-                rows.append({"seed": s, **{k: o.get(k) for k in ("changed_frac_bits", "changed_frac_atol",
-                                                                 "changed_frac_rel", "rel_norm", "top_1pct_share")}})
-        picked[m] = rows
+        overall = [(s, json.loads((study.root / r["file"]).read_text())["updates"]["other"]["overall"])
+                   for s, r in study.seeded("diff", m)]
+        picked[m] = [{"seed": s, **{k: o.get(k) for k in keys}} for s, o in overall]
     bf16 = study.result("sparsity-bf16")
     if not seeds and not bf16:
         return None

@@ -31,6 +31,7 @@ import json
 import zipfile
 from pathlib import Path
 
+from evalkit import schema
 from evalkit.errors import UsageError
 from evalkit.importers.base import (
     Imported,
@@ -40,19 +41,7 @@ from evalkit.importers.base import (
     reported,
 )
 from evalkit.importers.fields import COUNT, KEY, SCORE, add_problem
-from evalkit.schema import (
-    Float,
-    Int,
-    Json,
-    ListOf,
-    MapOf,
-    Obj,
-    Opt,
-    Str,
-    check,
-    load_json,
-    read_json,
-)
+from evalkit.schema import Float, Int, Json, ListOf, MapOf, Obj, Opt, Str, check
 
 __all__ = ["read"]
 
@@ -154,11 +143,11 @@ def _member(zf: zipfile.ZipFile, name: str, path: Path):
     if size > MAX_RATIO * max(path.stat().st_size, 1024):
         raise UsageError(f"{path}: member {name} inflates to {size} bytes, more than {MAX_RATIO} times the log's "
                          f"{path.stat().st_size}; not an {FMT} (a zip bomb?)")
-    return load_json(zf.read(name), f"{path}: {name}", FMT)
+    return schema.load_json(zf.read(name), f"{path}: {name}", FMT)
 
 
 def _load_json(path: Path):
-    data = read_json(path, FMT)
+    data = schema.read_json(path, FMT)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a JSON object (an EvalLog); not an {FMT}?")
     samples = data.pop("samples", None) or []

@@ -34,22 +34,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit import schema
 from evalkit.errors import UsageError
 from evalkit.importers.base import Imported, ImportOptions, read_json_lines, reported
 from evalkit.importers.fields import GOLD, KEY, add_problem, bounded_gaps
-from evalkit.schema import (
-    Float,
-    Int,
-    Json,
-    ListOf,
-    MapOf,
-    Obj,
-    Opt,
-    Str,
-    check,
-    load_json,
-    read_json,
-)
+from evalkit.schema import Float, Int, Json, ListOf, MapOf, Obj, Opt, Str, check
 
 __all__ = ["read"]
 
@@ -81,7 +70,7 @@ def _lines(path: Path) -> list[tuple[str, dict]]:
         raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if not head.startswith("["):
         return [(f"{path}:{n}", r) for n, r in read_json_lines(path, FMT)]
-    records = read_json(path, FMT)
+    records = schema.read_json(path, FMT)
     if not isinstance(records, list) or not records:
         raise UsageError(f"{path}: empty; no {FMT} records")
     return [(f"{path}: record {i}", r) for i, r in enumerate(records)]
@@ -181,7 +170,7 @@ def _results(path: Path) -> tuple[dict | None, Path | None]:
     if candidate is None or not candidate.is_file():
         return None, None
     try:
-        data = load_json(candidate.read_bytes(), candidate)
+        data = schema.load_json(candidate.read_bytes(), candidate)
     except (OSError, UsageError):  # not JSON: not the results file lm-eval writes, and not used
         return None, None
     return (check(RESULTS, data, candidate, "lm-eval results"), candidate) if isinstance(data, dict) else (None, None)
