@@ -70,9 +70,9 @@ def run_regrade(run: Path, out: Path | None = None, grading: GradingOptions = Gr
     run, dest = Path(run), Path(out or run)
     check_writable(dest)
     if compare is not None:
-        from evalkit.tasks.other_graders import check_grader
+        from evalkit.tasks.other_graders import other_grader
 
-        check_grader(compare)
+        other_grader(compare)  # an unknown name or an unimportable function: one line, before any work
     if not run.is_dir():
         raise UsageError(f"{run}: no such run folder")
     with locked(dest):  # one writer before anything is read: in place, the run's own lock

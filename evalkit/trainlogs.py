@@ -1,6 +1,6 @@
 """Training curves in and out: `--report-to` loggers, and readers of other trainers' logs.
 
-    with scalar_logger("tensorboard", Path("runs/grpo")) as log:   # runs/grpo/tensorboard/events.out.tfevents.*
+    with ScalarLogger("tensorboard", Path("runs/grpo")) as log:   # runs/grpo/tensorboard/events.out.tfevents.*
         log.log({"step": 1, "reward": 0.5, "entropy": 0.8})
     read_training_log(Path("runs/grpo/tensorboard"))                 # [{"step": 1, "reward": 0.5, ...}]
 
@@ -44,7 +44,7 @@ from pathlib import Path
 from evalkit.errors import UsageError
 from evalkit.schema import Float, Int, check, json_lines, read_json
 
-__all__ = ["REPORT_TO", "ScalarLogger", "scalar_logger", "check_report_to", "read_training_log", "read_event_file", "ALIASES",
+__all__ = ["REPORT_TO", "ScalarLogger", "check_report_to", "read_training_log", "read_event_file", "ALIASES",
            "find_training_log"]
 
 REPORT_TO = ("none", "tensorboard", "trackio", "wandb")
@@ -120,11 +120,6 @@ class ScalarLogger:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def scalar_logger(kind: str, out: Path) -> ScalarLogger:
-    """A ScalarLogger, to use in a `with` block."""
-    return ScalarLogger(kind, out)
 
 
 # ---------------------------------------------------------------- in

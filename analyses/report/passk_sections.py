@@ -31,7 +31,6 @@ __all__ = ["Comparison", "run_labels", "by_task", "curve_ks", "compare_runs", "p
 
 N_BOOT, CONFIDENCE, SEED = 2000, 0.95, 0
 MAX_ALL_PAIRS = 4
-NAMES = ("ref", "other")
 
 
 @dataclass(frozen=True)

@@ -119,8 +119,8 @@ def config_dir(path: Path) -> Path | None:
 
 def _config(folder: Path | None) -> dict | None:
     """config.json, its fields typed (`validate.MODEL_CONFIG`); None where there is none."""
-    from evalkit.checkpoints.validate import check_config
-    from evalkit.schema import load_json
+    from evalkit.checkpoints.validate import MODEL_CONFIG
+    from evalkit.schema import check, load_json
 
     if folder is None:
         return None
@@ -130,7 +130,7 @@ def _config(folder: Path | None) -> dict | None:
     except OSError as exc:
         raise bad(path, f"cannot read ({exc.strerror or exc})") from None
     config = load_json(raw, path, "config.json")
-    return check_config(config, path) if isinstance(config, dict) else None
+    return check(MODEL_CONFIG, config, path, "config.json") if isinstance(config, dict) else None
 
 
 def _read(path: Path, fmt: str) -> tuple[dict[str, TensorEntry], list[str]]:

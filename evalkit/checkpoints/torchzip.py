@@ -38,7 +38,7 @@ import numpy as np
 from evalkit.checkpoints.pickled import Loaded, check_view, refusal, walk
 from evalkit.checkpoints.tensors import DTYPES, TORCH_DTYPES, TensorEntry, bad
 
-__all__ = ["Stored", "read_torch_file", "tensor_entries", "is_torch_zip", "refusal"]
+__all__ = ["Stored", "read_torch_file", "tensor_entries", "refusal"]
 
 
 @dataclass(frozen=True)
@@ -104,12 +104,6 @@ class _Window(io.RawIOBase):
         got = self.fh.readinto(memoryview(buf)[:n])
         self.pos += got
         return got
-
-
-def is_torch_zip(path: str | Path, base: int = 0) -> bool:
-    with open(path, "rb") as fh:
-        fh.seek(base)
-        return fh.read(4) == b"PK\x03\x04"
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,9 @@ from evalkit.checkpoints.tensors import (
     to_values,
 )
 from evalkit.errors import UsageError
-from evalkit.schema import Bool, Int, Json, ListOf, Obj, Opt, Str, check
+from evalkit.schema import Bool, Int, Json, ListOf, Obj, Opt, Str
 
-__all__ = ["check_tensors", "check_config", "same_architecture", "TensorMatch", "ARCH_KEYS", "MODEL_CONFIG",
+__all__ = ["check_tensors", "same_architecture", "TensorMatch", "ARCH_KEYS", "MODEL_CONFIG",
            "SAMPLE"]
 
 SAMPLE = 1 << 16
@@ -53,9 +53,6 @@ ARCH_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "intermediate_siz
              "num_attention_heads", "num_key_value_heads")
 
 
-def check_config(config, path) -> dict:
-    """config.json's fields evalkit reads, typed (one line naming the field otherwise)."""
-    return check(MODEL_CONFIG, config, path, "config.json")
 FLOAT_ROLES = ("embedding", "lm_head", "q_proj", "k_proj", "v_proj", "o_proj", "mlp_gate", "mlp_up",
                "mlp_down", "norm")
 

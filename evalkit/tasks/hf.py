@@ -36,7 +36,7 @@ from pathlib import Path
 from evalkit.errors import UsageError
 from evalkit.tasks.base import Problem, Task, TaskSpec, first_duplicate
 
-__all__ = ["PRESETS", "Preset", "load", "gold_answer", "is_hf"]
+__all__ = ["PRESETS", "Preset", "load", "gold_answer"]
 
 QUESTION_KEYS = ("question", "problem", "prompt", "Problem", "Question")
 ANSWER_KEYS = ("answer", "solution", "final_answer", "Answer", "Solution")
@@ -58,11 +58,6 @@ PRESETS = {
     "aime": Preset("problem", "answer", "integer", "The answer is an integer from 0 to 999. "
                    "Put your final answer in \\boxed{}."),
 }
-
-
-def is_hf(name: str) -> bool:
-    """`hf:...`, or a folder holding a dataset (save_to_disk or data files)."""
-    return name.startswith("hf:") or Path(name).expanduser().is_dir()
 
 
 SOURCE_KEYS = ("preset", "question_field", "answer_field", "id_field")  # what --task-config may set here

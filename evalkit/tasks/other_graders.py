@@ -30,7 +30,7 @@ from collections.abc import Callable
 from evalkit.errors import UsageError
 from evalkit.tasks.base import OUTCOMES, Grade
 
-__all__ = ["GRADERS", "other_grader", "check_grader", "grader_label", "slug"]
+__all__ = ["GRADERS", "other_grader", "grader_label", "slug"]
 
 
 def _math_verify_gold(gold: str):
@@ -106,11 +106,6 @@ def _as_grade(result, ref: str) -> Grade:
     if isinstance(result, tuple) and len(result) == 2 and result[0] in OUTCOMES:
         return Grade(result[0], None if result[1] is None else str(result[1])[:200], ref)
     return Grade("error", None, f"{ref} returned {type(result).__name__}, not a bool, outcome or (outcome, answer)")
-
-
-def check_grader(ref: str) -> None:
-    """Refuse an unknown name or an unimportable function before any work (one line, exit 2)."""
-    other_grader(ref)
 
 
 def grader_label(ref: str) -> str:
