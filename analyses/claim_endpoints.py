@@ -107,6 +107,8 @@ def measure(study, claim: Claim, *, floor: bool = False, setting: str | None = N
         return _accuracy(study, claim)
     if claim.endpoint == "changed-fraction":
         return _changed_fraction(study, claim)
+    if claim.endpoint == "gain-retained":
+        return _gain_retained(study, claim)
     return _top_share(study, claim)
 
 
@@ -184,6 +186,38 @@ def _top_share(study, claim: Claim) -> Measured | None:
                      "norm_ratio": data["matched"].get("norm_ratio_es_over_grpo")})
     return Measured("runs", runs=tuple(rows), detail={"unit": f"top-{q:g} share of ||dW||^2", "q": q,
                                                       "reference_margin": margin})
+
+
+def _gain_retained(study, claim: Claim) -> Measured | None:
+    """Per seed with a masked stage of the arm: the gain its top-q mask keeps (masked.json); a seed
+    whose arm gained nothing on validation has no share (listed, not judged)."""
+    import json
+
+    arm, q, by = claim.contrast[0], float(claim.get("q")), claim.get("mask_by")
+    scope, margin = claim.get("scope", "global"), claim.get("reference_margin")
+    rows, undefined = [], []
+    for s in study.seeds:
+        r = study.result(f"masked-{arm}-s{s}")
+        if r is None:
+            continue
+        data = json.loads((study.root / r["file"]).read_text(encoding="utf-8"))
+        found = {(x["by"], x["scope"], float(x["q"])): x for x in data["rows"]}
+        top, rand = found.get((by, scope, q)), found.get(("random", scope, q))
+        if top is None or (margin is not None and rand is None):
+            continue
+        if not np.isfinite(top["retained"]):
+            undefined.append({"seed": s, "gain": top["trained_accuracy"] - top["base_accuracy"]})
+            continue
+        side = top["retained"] > claim.threshold if claim.direction == "above" else top["retained"] < claim.threshold
+        row = {"run": f"seed {s}", "a": top["retained"], "b": 0.0, "holds": bool(side),
+               "interval": [top["retained_low"], top["retained_high"]]}
+        if margin is not None:
+            row["reference"] = rand["retained"]
+            row["holds"] = bool(side and top["retained"] > rand["retained"] + margin)
+        rows.append(row)
+    return Measured("runs", runs=tuple(rows), detail={"unit": f"gain retained at the top {q:g} by {by} ({scope})",
+                                                      "q": q, "mask_by": by, "scope": scope,
+                                                      "reference_margin": margin, "no_gain": undefined})
 
 
 # ---------------------------------------------------------------- the test

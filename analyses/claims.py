@@ -59,6 +59,11 @@ ENDPOINTS = {
     "top-share": (("q",), ("reference_margin",), "share of ||dW||^2 in the top q of entries at matched update norm, "
                                                  "per seed; with reference_margin, ES must also exceed an i.i.d. "
                                                  "Gaussian update's share by that much (relative)"),
+    "gain-retained": (("q", "mask_by"), ("scope", "reference_margin"),
+                      "share of the arm's validation gain over the base that its update keeps when masked to its "
+                      "top q entries (mask_by abs: |dW|, rel: |dW| / |W|; evalkit masked), per seed with a masked "
+                      "stage; with reference_margin, it must also exceed the random mask's share at the same q by "
+                      "that much (absolute); contrast 'ARM - base'"),
 }
 PAIRINGS = {"problem": "each arm minus the base on the same problem (the base is one run)",
             "seed": "paired by seed (ES-then-GRPO's seed s repeats ES seed s's first iterations and draws GRPO "
@@ -215,6 +220,10 @@ def _claim(cid: str, body: dict, path: str | None) -> Claim:
     if "pairing" in needs and (body["pairing"] == "problem") != (b == "base"):
         raise UsageError(f"{p}pairing {body['pairing']}: a contrast with the base is paired by problem, one "
                          "between two arms by seed or apart")
+    if endpoint == "gain-retained" and (b != "base" or body["mask_by"] not in ("abs", "rel")
+                                        or isinstance(body["q"], bool) or not isinstance(body["q"], int | float)
+                                        or not 0 < body["q"] < 1):
+        raise UsageError(f"{p}: a gain-retained claim reads 'ARM - base', mask_by abs or rel, and 0 < q < 1")
     if endpoint == "pass@k" and (isinstance(body["k"], bool) or not isinstance(body["k"], int) or body["k"] < 1):
         raise UsageError(f"{p}k {body['k']!r}: expected a positive integer (at most n / 2 of the runs read)")
     for key in ("also_at", "sensitivity"):

@@ -40,6 +40,10 @@ def endpoint_text(claim: dict, ev: dict | None = None) -> str:
                 f"{d.get('base_accuracy', float('nan')):.3f})")
     if e == "changed-fraction":
         return f"{claim['contrast']}, share of bf16 weights changed (one short bf16 run each)"
+    if e == "gain-retained":
+        st = claim["settings"]
+        return (f"{claim['contrast'].partition(' - ')[0]}'s validation gain kept by its top {st.get('q'):g} of "
+                f"entries by {'|dW|' if st.get('mask_by') == 'abs' else '|dW| / |W|'}, per seed")
     return f"{claim['contrast']}, top-{claim['settings'].get('q')} share of ||dW||^2 at the closest norms, per seed"
 
 
@@ -48,7 +52,8 @@ def _runs_text(claim: dict, ev: dict | None = None) -> str:
     a, _, b = claim["contrast"].partition(" - ")
     parts = []
     for r in ev.get("runs", []):
-        ref = f", an i.i.d. Gaussian update {r['reference']:.5f}" if "reference" in r else ""
+        what = "a random mask" if claim["endpoint"] == "gain-retained" else "an i.i.d. Gaussian update"
+        ref = f", {what} {r['reference']:.5f}" if "reference" in r else ""
         parts.append(f"{r['run']}: {a} {r['a']:.5g}, {b} {r['b']:.5g}{ref}")
     return "; ".join(parts)
 

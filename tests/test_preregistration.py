@@ -483,3 +483,63 @@ def test_a_gate_must_name_trained_arms(tmp_path):
         (tmp_path / "c.toml").write_text(CLAIMS.replace('contrast = "es - grpo"', f'contrast = "es - grpo"\n{change}'))
         with pytest.raises(UsageError, match=words):
             read_claims(tmp_path / "c.toml")
+
+
+def _masked(root: Path, retained: list[float], random: float) -> None:
+    """masked-grpo-s{seed} stages whose masked.json keeps `retained[seed]` at the top 5% by |dW|."""
+    state = json.loads((root / "study.json").read_text())
+    for seed, kept in enumerate(retained):
+        rows = []
+        for by, share in (("abs", kept), ("random", random)):
+            rows.append({"label": f"{by}-global-q0.05", "by": by, "scope": "global", "q": 0.05, "retained": share,
+                         "retained_low": share - 0.1, "retained_high": share + 0.1, "base_accuracy": 0.2,
+                         "trained_accuracy": 0.2 if share != share else 0.5})
+        rel = f"masked/grpo/seed-{seed}/masked.json"
+        (root / rel).parent.mkdir(parents=True)
+        (root / rel).write_text(json.dumps({"kind": "masked", "rows": rows}))
+        state["stages"][f"masked-grpo-s{seed}"] = {"status": "done", "result": {"file": rel}}
+    (root / "study.json").write_text(json.dumps(state))
+
+
+GAIN = """
+[claims.grpo-sparse-gain]
+statement = "GRPO's top 5% of update entries by |dW| keep more than half its validation gain"
+endpoint = "gain-retained"
+q = 0.05
+mask_by = "abs"
+contrast = "grpo - base"
+direction = "above"
+threshold = 0.5
+reference_margin = 0.1
+"""
+
+
+@pytest.mark.parametrize("retained, random, verdict", [([0.8, 0.7, float("nan")], 0.1, "supported"),
+                                                       ([0.8, 0.3, 0.9], 0.1, "inconclusive"),
+                                                       ([0.8, 0.9, 0.7], 0.75, "inconclusive"),
+                                                       ([0.2, 0.3, 0.1], 0.0, "contradicted")])
+def test_sparsity_by_function_is_judged_seed_by_seed_against_the_random_mask(tmp_path, retained, random, verdict):
+    """Issue 44, part 3: a gain-retained claim reads each seed's masked.json; a seed that gained
+    nothing has no share and is listed apart; with reference_margin the top mask must also beat
+    the random mask at the same q by that much."""
+    from analyses.preregistered import preregistered_findings
+    from analyses.reanalysis_tables import reanalysis_markdown
+
+    _study(tmp_path / "study")
+    _masked(tmp_path / "study", retained, random)
+    (tmp_path / "claims.toml").write_text(GAIN)
+    out = preregistered_findings(tmp_path / "study", tmp_path / "claims.toml")
+    row = out["claims"][0]
+    assert row["verdict"] == verdict and row["primary"]["kind"] == "runs" and row["primary"]["p"] is None
+    finite = [x for x in retained if x == x]
+    assert [r["a"] for r in row["primary"]["runs"]] == finite
+    assert len(row["primary"]["detail"]["no_gain"]) == len(retained) - len(finite)
+    assert "a random mask" in reanalysis_markdown(json.loads(json.dumps(out)))
+
+
+def test_a_gain_retained_claim_needs_an_arm_against_the_base_and_a_fraction(tmp_path):
+    for change, new in (('contrast = "grpo - base"', 'contrast = "grpo - es"'), ("q = 0.05", "q = 1"),
+                        ('mask_by = "abs"', 'mask_by = "random"')):
+        (tmp_path / "c.toml").write_text(GAIN.replace(change, new))
+        with pytest.raises(UsageError, match="gain-retained"):
+            read_claims(tmp_path / "c.toml")
