@@ -9,7 +9,9 @@ analyses.study_seeded.Study: pass@k per problem at the picked checkpoints (`sett
 passk-nucleus; `control`: ES-then-GRPO's pick and GRPO at the same GRPO step, from the curve
 runs), raw by default and above the placebo floor as the sensitivity analysis (`floor=True`);
 token entropy per problem; forgetting accuracy per item; the bf16 changed fraction per run; the
-top-q share of ||dW||^2 per seed at matched norm.
+top-q share of ||dW||^2 per seed at matched norm. An arm is read on its own seeds
+(`Study.seeds_of`: the seeds its stage was planned on); a pairing by seed reads the seeds both
+arms have.
 
 A measured endpoint is `one` (x[seed, problem]: an arm minus the base per problem, or two arms
 paired by seed), `apart` (a[seed, problem], b[seed, problem]: two arms trained separately), or
@@ -68,12 +70,21 @@ def _per_problem(study, kind: str, model: str, seed, k: int, what: str) -> np.nd
     return {"raw": t["pass"][:, 0], "above-floor": t["pass"][:, 0] - t["placebo"][:, 0], "entropy": t["entropy"]}[what]
 
 
-def _arm(study, kind: str, model: str, k: int, what: str) -> np.ndarray | None:
+def _arm(study, kind: str, model: str, k: int, what: str, seeds: list[int]) -> np.ndarray | None:
     if model == "base":
         row = _per_problem(study, kind, "base", None, k, what)
         return None if row is None else row[None]
-    rows = [_per_problem(study, kind, model, s, k, what) for s in study.seeds]
-    return None if any(r is None for r in rows) else np.stack(rows)
+    rows = [_per_problem(study, kind, model, s, k, what) for s in seeds]
+    return None if not rows or any(r is None for r in rows) else np.stack(rows)
+
+
+def _seeds(study, claim: Claim, kind: str) -> dict:
+    """Each arm of the contrast's seeds: its own, or (paired by seed) those both arms have."""
+    arms = [m for m in claim.contrast if m != "base"]
+    if claim.get("pairing") == "seed":
+        common = study.common_seeds(kind, *arms)
+        return dict.fromkeys(arms, common)
+    return {m: study.seeds_of(m, kind) for m in arms}
 
 
 def _pair(claim: Claim, a: np.ndarray | None, b: np.ndarray | None, detail: dict) -> Measured | None:
@@ -102,7 +113,9 @@ def measure(study, claim: Claim, *, floor: bool = False, setting: str | None = N
         detail = {"setting": setting, "sampling": _sampling(base_run), "unit": what}
         if claim.endpoint == "pass@k":
             detail["k"] = k
-        return _pair(claim, _arm(study, setting, a, k, what), _arm(study, setting, b, k, what), detail)
+        seeds = _seeds(study, claim, setting)
+        return _pair(claim, _arm(study, setting, a, k, what, seeds.get(a, [])),
+                     _arm(study, setting, b, k, what, seeds.get(b, [])), detail)
     if claim.endpoint == "accuracy":
         return _accuracy(study, claim)
     if claim.endpoint == "changed-fraction":
@@ -135,12 +148,12 @@ def _accuracy(study, claim: Claim) -> Measured | None:
         rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
         return [x for x in rows if x["benchmark"] == name]
 
-    arms = {}
+    arms, seeds = {}, _seeds(study, claim, "forgetting")
     for model in claim.contrast:
         if model == "base":
             continue
-        got = [items(model, s) for s in study.seeds]
-        if any(g is None for g in got):
+        got = [items(model, s) for s in seeds[model]]
+        if not got or any(g is None for g in got):
             return None
         arms[model] = got
         if "base" not in arms:
@@ -299,8 +312,9 @@ def arm_curves(study, setting: str) -> dict | None:
     ks = [k for k in _ks(base_run) if 2 * k <= n]
     out = {"ks": ks, "sampling": _sampling(base_run), "arms": {}}
     for model in ["base", *study.methods]:
-        runs = ([base_run] if model == "base" else [study.run_of(setting, model, s) for s in study.seeds])
-        if any(r is None for r in runs):
+        runs = ([base_run] if model == "base" else [study.run_of(setting, model, s)
+                                                    for s in study.seeds_of(model, setting)])
+        if not runs or any(r is None for r in runs):
             continue
         tables = [study.table(r, ks) for r in runs]
         for what, key in (("pass", "pass"), ("floor", "placebo")):
@@ -320,17 +334,19 @@ def difference_curves(study, setting: str, contrasts: list[tuple[str, str, str]]
         return {}
     ks = curves["ks"]
 
-    def cube(model):
+    def cube(model, seeds):
         runs = ([study.run_of(setting, "base", None)] if model == "base"
-                else [study.run_of(setting, model, s) for s in study.seeds])
-        if any(r is None for r in runs):
+                else [study.run_of(setting, model, s) for s in seeds])
+        if not runs or any(r is None for r in runs):
             return None
         tables = [study.table(r, ks) for r in runs]
         return np.stack([t["pass"] - (t["placebo"] if floor else 0.0) for t in tables])
 
     out = {"ks": ks, "unit": "above-floor" if floor else "raw", "contrasts": {}}
     for a, b, pairing in contrasts:
-        x, y = cube(a), cube(b)
+        arms = [m for m in (a, b) if m != "base"]
+        common = study.common_seeds(setting, *arms)
+        x, y = (cube(m, study.seeds_of(m, setting) if pairing == "apart" else common) for m in (a, b))
         if x is None or y is None:
             continue
         est, lo, hi = (two_sample_bootstrap(x, y) if pairing == "apart" else two_level_bootstrap(x - y))

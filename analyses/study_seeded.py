@@ -12,6 +12,10 @@ of GRPO are separate runs, no pair; "per_seed_each" lists each arm's own seeds. 
 paired with ES and with GRPO by seed: its seed s repeats ES seed s's first iterations exactly and
 draws GRPO seed s's prompts.
 
+An arm's seeds are those the study planned its stage on (`Study.seeds_of`: a method trained on
+some of the study's seeds, an evaluation filtered to some arms and seeds); a pairing by seed
+reads the seeds both arms have.
+
 Each pass@k figure has its chance floor beside it (metrics.placebo: every completion scored
 against the answers of the other problems, same counts). "Above the floor" is pass@k minus
 placebo@k, per problem.
@@ -74,16 +78,34 @@ class Study:
         record = self.state["stages"].get(stage) or {}
         return record.get("result") if record.get("status") == "done" else None
 
+    @cached_property
+    def planned(self) -> set:
+        """The names of the stages in the study's plan (study.json)."""
+        return {row["stage"] for row in self.state.get("plan") or []}
+
+    def seeds_of(self, model: str, kind: str = "train") -> list[int]:
+        """The seeds the study planned stage `kind` of arm `model` on (`kind-model-s<seed>`), in the
+        study's order: the arm's own seeds, less those an evaluation's filter leaves out (a record
+        without a plan: every seed)."""
+        return [s for s in self.seeds if not self.planned or f"{kind}-{model}-s{s}" in self.planned]
+
+    def common_seeds(self, kind: str, *models: str) -> list[int]:
+        """The seeds every one of `models` has stage `kind` on: those a pairing by seed reads."""
+        return [s for s in self.seeds if all(s in self.seeds_of(m, kind) for m in models)]
+
     def seeded(self, kind: str, model: str) -> list[tuple[int, dict]]:
         """(seed, result) of each done stage `kind-model-s<seed>`, in seed order."""
-        return [(s, r) for s in self.seeds if (r := self.result(f"{kind}-{model}-s{s}")) is not None]
+        return [(s, r) for s in self.seeds_of(model, kind) if (r := self.result(f"{kind}-{model}-s{s}")) is not None]
 
     def control(self) -> tuple[np.ndarray, list[int], list] | None:
         """The GRPO control, paired by seed: pass@1 per problem [seed, problem] of ES-then-GRPO's
         picked checkpoint minus GRPO's at the same GRPO step (both curve runs), those steps, and
         ES-then-GRPO's runs; None until all are done."""
         pairs, steps = [], []
-        for s in self.seeds:
+        seeds = [s for s in self.common_seeds("curves", "es-grpo", "grpo") if s in self.seeds_of("es-grpo", "validate")]
+        if not seeds:
+            return None
+        for s in seeds:
             pick = (self.result(f"validate-es-grpo-s{s}") or {}).get("picked")
             seq, grpo = self.result(f"curves-es-grpo-s{s}"), self.result(f"curves-grpo-s{s}")
             if not (pick and seq and grpo):
@@ -187,7 +209,7 @@ def _checks(study: Study, figures: dict) -> list[dict]:
     for kind, cov in figures["coverage"].items():
         n, k = cov["sampling"].get("n"), max(cov["ks"])
         check(f"{kind}: n >= 2 max k", n is not None and n >= 2 * k, f"n {n}, max k {k}")
-        missing = [m for m in study.methods if m not in cov["arms"]]
+        missing = [m for m in study.methods if study.seeds_of(m, kind) and m not in cov["arms"]]
         check(f"{kind}: every seed of every arm", not missing,
               "all present" if not missing else f"left out (a seed not done): {', '.join(missing)}")
     incomplete = sorted(rel for rel, run in study._runs.items() if run.summary.get("complete") is False)
@@ -226,8 +248,8 @@ def _coverage(study: Study, kind: str) -> tuple[dict, dict]:
                "k_clear": max(clear) if clear else None, "arms": {}, "differences": {}}
     tables, narrowing = {}, {}
     for m in study.methods:
-        runs = [study.run_of(kind, m, s) for s in study.seeds]
-        if any(r is None for r in runs):
+        runs = [study.run_of(kind, m, s) for s in study.seeds_of(m, kind)]
+        if not runs or any(r is None for r in runs):
             continue
         tables[m] = [study.table(r, ks) for r in runs]
         p = np.stack([t["pass"] for t in tables[m]])
@@ -330,8 +352,8 @@ def _entropy(study: Study) -> dict | None:
     base = study.table(base_run, ks)["entropy"]
     arms = {}
     for m in study.methods:
-        runs = [study.run_of("passk", m, s) for s in study.seeds]
-        if all(r is not None for r in runs):
+        runs = [study.run_of("passk", m, s) for s in study.seeds_of(m, "passk")]
+        if runs and all(r is not None for r in runs):
             arms[m] = np.stack([study.table(r, ks)["entropy"] for r in runs])
     out = {"unit": "nats per generated token (token-weighted per problem), held-out samples at T = 1",
            "base": float(np.nanmean(base)), "arms": {m: float(np.nanmean(x)) for m, x in arms.items()},
@@ -405,17 +427,23 @@ def _sequence(study: Study) -> dict | None:
         return None
     ks = [1]
 
-    def pass1(model):
-        runs = [study.run_of("passk", model, s) for s in study.seeds]
-        return None if any(r is None for r in runs) else np.stack([study.table(r, ks)["pass"][:, 0] for r in runs])
+    def pass1(model, seeds):
+        runs = [study.run_of("passk", model, s) for s in seeds]
+        return (None if not runs or any(r is None for r in runs)
+                else np.stack([study.table(r, ks)["pass"][:, 0] for r in runs]))
 
-    seq, es, grpo = pass1("es-grpo"), pass1("es"), pass1("grpo")
-    if seq is None or es is None or grpo is None:
+    # paired by seed (the seeds both arms have): ES-then-GRPO's seed s runs ES seed s's first
+    # iterations exactly (same seed, same options) and GRPO seed s's prompt stream; ES and GRPO
+    # themselves share nothing (`_apart`)
+    pairs = {m: study.common_seeds("passk", "es-grpo", m) for m in ("es", "grpo")}
+    seq = {m: pass1("es-grpo", seeds) for m, seeds in pairs.items()}
+    es, grpo = pass1("es", pairs["es"]), pass1("grpo", pairs["grpo"])
+    if any(x is None for x in (*seq.values(), es, grpo)):
         return None
-    # paired by seed: ES-then-GRPO's seed s runs ES seed s's first iterations exactly (same seed,
-    # same options) and GRPO seed s's prompt stream; ES and GRPO themselves share nothing (`_apart`)
-    out = {"es-grpo - es": _interval(seq - es), "es-grpo - grpo": _interval(seq - grpo),
-           "pass@1": {m: float(x.mean()) for m, x in (("es-grpo", seq), ("es", es), ("grpo", grpo))}}
+    out = {"es-grpo - es": _interval(seq["es"] - es), "es-grpo - grpo": _interval(seq["grpo"] - grpo),
+           "pass@1": {m: float(x.mean()) for m, x in (("es-grpo", pass1("es-grpo", study.seeds_of("es-grpo", "passk"))),
+                                                      ("es", pass1("es", study.seeds_of("es", "passk"))),
+                                                      ("grpo", pass1("grpo", study.seeds_of("grpo", "passk"))))}}
     control = _control(study)
     if control is not None:
         out["es-grpo - grpo control"] = control
@@ -436,7 +464,7 @@ def _forgetting(study: Study) -> dict | None:
     per_arm = {}
     for m in study.methods:
         folders = [(study.root / r["file"]).parent for _, r in study.seeded("forgetting", m)]
-        if len(folders) == len(study.seeds):
+        if folders and len(folders) == len(study.seeds_of(m, "forgetting")):
             per_arm[m] = [(json.loads((f / "forgetting.json").read_text()), _items(f / "items.jsonl")) for f in folders]
     if not per_arm:
         return None

@@ -121,7 +121,8 @@ def _add_options(record: dict, kind: str | None, version: int) -> None:
         for stage in (record.get("stages") or {}).values():
             identity = stage.get("identity") or {}
             kinds = {"es": ("train-es",), "grpo": ("train-grpo",), "es-grpo": ("train-es", "train-grpo"),
-                     "distill": ("train-distill",), "grpo-guided": ("train-grpo",), "grpo-hinted": ("train-grpo",)}
+                     "es-large": ("train-es",), "distill": ("train-distill",), "grpo-guided": ("train-grpo",),
+                     "grpo-hinted": ("train-grpo",)}
             for i, trainer_kind in enumerate(kinds.get(identity.get("method"), ())):
                 trainers = identity.get("trainers") or []
                 if i < len(trainers) and isinstance(trainers[i], dict):

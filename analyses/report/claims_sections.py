@@ -25,8 +25,8 @@ __all__ = ["claims_sections", "write_claims_report", "ARM_STYLE"]
 
 # index into analyses.report.figures.STYLES: one colour, line style and marker per arm in every figure;
 # a difference between two arms that are not the base gets a colour no arm has
-ARM_STYLE = {"base": 0, "es": 1, "grpo": 2, "es-grpo": 3, "es - grpo": 4, "threshold": 7}
-CONTRAST_STYLE = {"grpo - base": 2, "es - base": 1, "es-grpo - base": 3, "es - grpo": 4}
+ARM_STYLE = {"base": 0, "es": 1, "grpo": 2, "es-grpo": 3, "es - grpo": 4, "es-large": 6, "threshold": 7}
+CONTRAST_STYLE = {"grpo - base": 2, "es - base": 1, "es-grpo - base": 3, "es - grpo": 4, "es-large - base": 6}
 
 
 def _plain(text: str) -> str:

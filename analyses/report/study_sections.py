@@ -7,6 +7,7 @@ and the budget.
     build_report(inputs, out, title=..., extra=sections)      # placed after the summary
 
 Every number is a field of findings.json; the tables are also written as CSV by the report.
+Each arm has one colour, line style and marker in every figure (claims_sections.ARM_STYLE).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 import analyses.report.figures as F
+from analyses.report.claims_sections import ARM_STYLE
 from analyses.report.document import Figure, Section, Table
 from analyses.study_seeded import STAGE_TIME_LABEL
 from analyses.study_tables import seeds_text
@@ -55,8 +57,8 @@ def _claims(findings: dict) -> Section:
 def _coverage(kind: str, cov: dict, narrowing: dict) -> Section:
     ks, s = cov["ks"], cov["sampling"]
     series = []
-    for i, (name, curve) in enumerate([("base", cov["base"]), *cov["arms"].items()]):
-        p, fl = curve["pass"], curve["placebo"]
+    for name, curve in [("base", cov["base"]), *cov["arms"].items()]:
+        p, fl, i = curve["pass"], curve["placebo"], _style(name)
         series.append({"label": name, "x": ks, "y": p["estimate"], "low": p["ci_low"], "high": p["ci_high"],
                        "style": i})
         series.append({"label": f"{name}: placebo floor", "x": ks, "y": fl["estimate"], "style": i, "floor": True})
@@ -99,8 +101,8 @@ def _curves(f: dict) -> Section | None:
     panels, rows = [], []
     for key, label in (("pass@1", "pass@1"), (f"pass@{k}", f"pass@{k}"), ("entropy", "entropy (nats/token)")):
         series = []
-        for i, m in enumerate(x for x in f["methods"] if curves.get(x)):
-            by_seed = {}
+        for m in (x for x in f["methods"] if curves.get(x)):
+            by_seed, i = {}, _style(m)
             for p in curves[m]:
                 by_seed.setdefault(p["seed"], []).append(p)
             for j, (seed, points) in enumerate(sorted(by_seed.items())):
@@ -120,6 +122,11 @@ def _curves(f: dict) -> Section | None:
                  "(ES-then-GRPO: its ES stage, then GRPO)", F.panels(panels, height=8.0))
     return Section("study-curves", "Curves over training", (fig, Table("study_curves", "Every saved checkpoint",
                                                                        pd.DataFrame(rows))))
+
+
+def _style(arm: str) -> int:
+    """The arm's index into figures.STYLES (an arm not in ARM_STYLE: one no named arm has)."""
+    return ARM_STYLE.get(arm, 5)
 
 
 def _stopping(f: dict) -> Section | None:

@@ -328,7 +328,8 @@ def _record_plan(out: Path, spec, stages, state: dict) -> dict:
     from evalkit.study.stages import identity_hash
 
     out.mkdir(parents=True, exist_ok=True)
-    spec_record = {k: v for k, v in asdict(spec).items() if k != "methods" and not (k == "claims" and v is None)}
+    spec_record = {k: v for k, v in asdict(spec).items()  # keys a study may leave out only when it gives them
+                   if k != "methods" and not (k in ("claims", "arm_seeds", "scopes") and not v)}
     spec_record["methods"] = {name: [asdict(t) for t in trainers] for name, trainers in spec.methods.items()}
     spec_record["evaluations"] = {name: spec.recorded(name) for name in spec.evaluations}
     state = {"schema_version": SCHEMA_VERSION, "kind": "study", "title": spec.title, "spec": plain_json(spec_record),

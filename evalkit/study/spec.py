@@ -14,6 +14,8 @@ The file is TOML (read with the standard library's `tomllib`):
     [methods.grpo-guided] [methods.grpo-hinted]     GRPO variants: [methods.grpo]'s options (when
                                                     given) plus their own; guided needs guide_model,
                                                     guided_rollouts, guide_tokens; hinted needs hint
+    [methods.es-large]                              an ES variant: [methods.es]'s options overlaid
+                                                    with its own (e.g. a larger alpha), the ES trainer
     [evaluations.passk|entropy|length|groups|diff|forgetting|interpolate]   each evaluator's options
     [report]      title
 
@@ -28,8 +30,11 @@ A study you can cite (studies/seed-cpu-v2.toml) adds:
     [evaluations.sparsity]      SparsityOptions: matched-norm, scale-free statistics, short bf16 runs
     forgetting's kl_task and mc_files: KL on another task's prompts, multiple-choice files by name
     claims = "studies/x.claims.toml"   the pre-registered claims (analyses.claims), recorded before training
+    [methods.X] seeds = [0, 1]  that arm on a subset of the study's seeds (evalkit.study.arms)
+    methods = [...], seeds = [...] in an evaluation table: which arms and seeds it runs on
+    [evaluations.forgetting] base_once = true   the base scored once (a forgetting-base stage)
 
-Methods: a method's name says its trainer; the six names above are the only ones. GRPO's
+Methods: a method's name says its trainer; the seven names above are the only ones. GRPO's
 guidance keys (guide_model, guide_tokens, guided_rollouts) belong to grpo-guided and its hint
 keys (hint, hint_fraction) to grpo-hinted only, so `grpo` and `es-grpo` stay plain GRPO, the arm
 the ES-vs-GRPO claims read. Paths (base_model, train_task.name, teacher, guide_model) are read
@@ -51,7 +56,7 @@ given, and a study whose methods' budgets (first samplings) differ by more than 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 from evalkit.errors import UsageError
@@ -60,7 +65,9 @@ from evalkit.schema import read_toml
 
 __all__ = ["StudySpec", "Trainer", "read_spec", "saved_steps", "METHODS", "EVALUATIONS", "TOLERANCE"]
 
-METHODS = ("es", "grpo", "es-grpo", "distill", "grpo-guided", "grpo-hinted")
+METHODS = ("es", "grpo", "es-grpo", "es-large", "distill", "grpo-guided", "grpo-hinted")
+# a variant is trained with its parent's trainer, on the parent's table overlaid with its own
+PARENT = {"es-large": "es", "grpo-guided": "grpo", "grpo-hinted": "grpo"}
 VARIANT_KEYS = {"grpo-guided": ("guide_model", "guide_tokens", "guided_rollouts"),  # GRPO options only
                 "grpo-hinted": ("hint", "hint_fraction")}                         # these variants take
 REQUIRED = {  # method -> {key: what to give}
@@ -138,14 +145,40 @@ class StudySpec:
     seeds: tuple = ()  # training seeds (a seeded study); () = one run at `seed`
     validation: dict | None = None  # ValidationOptions' values with the split's task (seeded studies)
     claims: str | None = None  # the claims file (analyses.claims), registered before the first training stage
+    arm_seeds: dict = field(default_factory=dict)  # method -> its own seeds (those giving them; evalkit.study.arms)
+    scopes: dict = field(default_factory=dict)  # evaluation -> its planner keys given: methods, seeds, base_once
+
+    def seeds_of(self, method: str) -> tuple:
+        """The seeds `method` is trained on: its own, else the study's."""
+        return self.arm_seeds.get(method, self.seeds)
+
+    def evaluates(self, name: str, model: str, seed: int | None = None) -> bool:
+        """Whether evaluation `name` has a stage for `model` ("base": seed None) at `seed`: the
+        evaluation is in the file, the arm and seed pass its filters, the arm was trained on the seed."""
+        from evalkit.study.arms import MASKED_DEFAULT
+
+        if name not in self.evaluations:
+            return False
+        scope = self.scopes.get(name, {})
+        arms = scope.get("methods") or (MASKED_DEFAULT if name == "masked" else (*self.methods, "base"))
+        if model not in arms:
+            return False
+        return model == "base" or (seed in self.seeds_of(model) and seed in scope.get("seeds", self.seeds))
+
+    def base_once(self) -> bool:
+        """forgetting's base scored once per study (a forgetting-base stage)."""
+        return bool(self.scopes.get("forgetting", {}).get("base_once"))
 
     def recorded(self, name: str) -> dict:
         """Evaluation `name` as stage identities and study.json hold it: the keys a study file may
         set, with the options' values as the file spells them (defaults where it is silent; `limit`
         0, not the None it means); a key added since studies recorded it is left out at the value
         they ran with (ADDED_KEYS)."""
+        from evalkit.study.arms import PLANNER_KEYS
+
         opts = self.evaluations[name]
         values = {key: plain(_spelled(opts, key)) for key in EVALUATIONS[name]}
+        values |= {k: self.scopes.get(name, {}).get(k, v) for k, v in PLANNER_KEYS.get(name, {}).items()}
         added = ADDED_KEYS.get(name, {})
         return {k: v for k, v in values.items() if not (k in added and v == added[k])}
 
@@ -169,10 +202,14 @@ def read_spec(path: Path) -> StudySpec:
     train = _train_task(raw["train_task"])
     held_out = _eval_task(raw.get("eval_task") or {}, train)
     seeds = _seeds(raw)
-    methods = _methods(raw["methods"], raw.get("base_model", "smollm2-135m"), train, common,
+    from evalkit.study.arms import evaluation_scopes, method_seeds
+
+    tables, arm_seeds = method_seeds(raw["methods"], seeds)
+    methods = _methods(tables, raw.get("base_model", "smollm2-135m"), train, common,
                        seeds[0] if seeds else raw.get("seed", 0))
     methods, budget = _apply_budget(methods, raw["budget"])
-    evaluations = _evaluations(raw.get("evaluations") or {"passk": {}})
+    tables, scopes = evaluation_scopes(raw.get("evaluations") or {"passk": {}}, tuple(methods), seeds)
+    evaluations = _evaluations(tables)
     validation = _validation(raw, train, held_out, bool(seeds))
     if seeds:
         _control_checkpoints(methods)
@@ -184,7 +221,7 @@ def read_spec(path: Path) -> StudySpec:
     title = str(raw.get("title", path.stem))
     return StudySpec(str(path), title, raw.get("base_model", "smollm2-135m"), common["dtype"], common["device"],
                      train, held_out, budget, methods, evaluations, str(report.get("title", title)), seeds,
-                     validation, _claims(raw, bool(seeds)))
+                     validation, _claims(raw, bool(seeds)), arm_seeds, scopes)
 
 
 def _claims(raw: dict, seeded: bool) -> str | None:
@@ -321,10 +358,9 @@ def _methods(table: dict, model: str, train: dict, common: dict, seed: int) -> d
     _unknown(table, set(METHODS), "methods.")
     shared = {"model": model, "task": train["name"], "task_size": train["size"], "task_seed": train["seed"],
               "task_config": _json(train["config"]), "seed": seed, **common}
-    grpo = dict(table.get("grpo", {}))
-    single = {"es": (ESOptions, table.get("es", {})), "grpo": (GRPOOptions, grpo),
+    single = {"es": (ESOptions, table.get("es", {})), "grpo": (GRPOOptions, table.get("grpo", {})),
               "distill": (DistillOptions, table.get("distill", {}))}
-    single |= {v: (GRPOOptions, {**grpo, **table.get(v, {})}) for v in VARIANT_KEYS}  # grpo's options, then its own
+    single |= {v: (single[p][0], {**single[p][1], **table.get(v, {})}) for v, p in PARENT.items()}  # the parent's, then its own
     out = {}
     for name in (m for m in METHODS if m in table):
         if name == "es-grpo":

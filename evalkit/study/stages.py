@@ -122,37 +122,42 @@ def _one_run_comparisons(spec: StudySpec) -> list[Stage]:
 
 
 def _seeded(spec: StudySpec) -> list[Stage]:
-    """The splits, the base's evaluations, then per seed every arm: trained, validated, evaluated.
+    """The splits, the base's evaluations, then per seed every arm trained on it: trained,
+    validated, evaluated (each evaluation on the arms and seeds its filters keep: spec.evaluates).
     ES's and GRPO's arms come first and the stages reading both arms' checkpoints right after
     GRPO's validation: a study resumed on a clone without weights (evalkit.study.weights) then
     trains again as few arms as the stages left to run load."""
     ev = spec.evaluations
     evaluations = [k for k in ("passk-nucleus", "curves") if k in ev]
-    stages = [_splits(spec), _passk(spec, "passk", "base", None)]
-    stages += [_passk(spec, k, "base", None) if k != "curves" else _curves(spec, "base", None) for k in evaluations]
+    stages = [_splits(spec)] + [_evaluation(spec, k, "base", None) for k in ("passk", *evaluations)
+                                if spec.evaluates(k, "base")]
     stages.append(_validate(spec, "base", None))
     pair = {"es", "grpo"} <= set(spec.methods)
     order = [m for m in spec.methods if m in ("es", "grpo")] + [m for m in spec.methods if m not in ("es", "grpo")]
     for seed in spec.seeds:
-        for m in order:
+        for m in (m for m in order if seed in spec.seeds_of(m)):
             stages += [_train(spec, m, seed), _validate(spec, m, seed)]
-            if pair and m == order[1]:
+            if pair and m == order[1] and seed in spec.seeds_of(order[0]):
                 stages += [make(spec, seed) for key, make in (("sparsity", _sparsity), ("interpolate", _interpolate))
-                           if key in ev]
-            stages.append(_passk(spec, "passk", m, seed))
-            if "passk-final" in ev:
-                stages.append(_passk_final(spec, m, seed))
-            if "masked" in ev and m in ("es", "grpo"):
-                stages.append(_masked(spec, m, seed))
-            stages += [_passk(spec, k, m, seed) if k != "curves" else _curves(spec, m, seed) for k in evaluations]
-            if "diff" in ev:
-                stages.append(_diff(spec, [m], seed))
-            if "forgetting" in ev:
-                stages.append(_forgetting(spec, m, seed))
+                           if key in ev and seed in spec.scopes.get(key, {}).get("seeds", spec.seeds)]
+            for key, make in (("passk", _evaluation), ("passk-final", _passk_final), ("masked", _masked),
+                              *((k, _evaluation) for k in evaluations), ("diff", _diff_arm),
+                              ("forgetting", _forgetting)):
+                if spec.evaluates(key, m, seed):
+                    stages.append(make(spec, key, m, seed) if make is _evaluation else make(spec, m, seed))
     if "sparsity" in ev and pair and ev["sparsity"].bf16_completions:
         stages += [_train_bf16(spec, m) for m in ("es", "grpo")]
         stages.append(_sparsity_bf16(spec))
     return stages
+
+
+def _evaluation(spec: StudySpec, kind: str, model: str, seed: int | None) -> Stage:
+    """passk and passk-nucleus at the picked checkpoint, curves at every saved one."""
+    return _curves(spec, model, seed) if kind == "curves" else _passk(spec, kind, model, seed)
+
+
+def _diff_arm(spec: StudySpec, model: str, seed: int) -> Stage:
+    return _diff(spec, [model], seed)
 
 
 def _with_inputs(stages: list[Stage]) -> list[Stage]:
@@ -434,10 +439,10 @@ def pick(rows: list[dict], rule: str) -> dict:
 
 
 def _bf16_trainer(spec: StudySpec, method: str):
-    """The arm's trainer in bf16, the first seed, bf16_completions' worth of updates, one checkpoint."""
+    """The arm's trainer in bf16, its first seed, bf16_completions' worth of updates, one checkpoint."""
     t = spec.methods[method][0]
     count = max(1, round(spec.evaluations["sparsity"].bf16_completions / t.opts.completions_per_unit()))
-    return replace(t.opts, dtype="bfloat16", seed=spec.seeds[0], save_every=count, **{t.opts.units: count})
+    return replace(t.opts, dtype="bfloat16", seed=spec.seeds_of(method)[0], save_every=count, **{t.opts.units: count})
 
 
 def _train_bf16(spec: StudySpec, method: str) -> Stage:
@@ -496,7 +501,7 @@ def _passk_final(spec: StudySpec, model: str, seed: int) -> Stage:
 
         root = _root(folder, out)
         final = results[f"train-{tag}"]["checkpoint"]
-        if final == results[f"validate-{tag}"]["picked"]["checkpoint"] and \
+        if f"passk-{tag}" in results and final == results[f"validate-{tag}"]["picked"]["checkpoint"] and \
                 spec.recorded("passk-final") == spec.recorded("passk"):
             return {**results[f"passk-{tag}"], "checkpoint": final, "same_as": f"passk-{tag}"}
         opts = _passk_opts(spec, o, str(root / final), _heldout_file(spec, results, root))
@@ -505,7 +510,9 @@ def _passk_final(spec: StudySpec, model: str, seed: int) -> Stage:
         return {"run": _rel(folder, root), "complete": summary["complete"], "checkpoint": final}
 
     identity = {"model": model, "seed": seed, "passk-final": spec.recorded("passk-final"), "dtype": spec.dtype}
-    needs = ("splits", f"train-{tag}", f"validate-{tag}", f"passk-{tag}")
+    # the picked run, read when the pick is the final checkpoint (when passk evaluates this arm and seed)
+    needs = ("splits", f"train-{tag}", f"validate-{tag}", *((f"passk-{tag}",) if spec.evaluates("passk", model, seed)
+                                                            else ()))
     return Stage(f"final-passk-{tag}", out, needs, identity, o.cost(spec.eval_task["limit"])["tokens"], run,
                  weights=_trained(model, seed))
 
