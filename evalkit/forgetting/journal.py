@@ -29,11 +29,12 @@ from evalkit.jsonio import cut_torn_line, jsonl_line, plain_json, split_lines
 from evalkit.records import upgrade
 from evalkit.rundir import refuse_if_different
 
-__all__ = ["JOURNAL", "FORMAT", "FSYNC_SECONDS", "Journal", "flatten"]
+__all__ = ["JOURNAL", "FORMAT", "FSYNC_SECONDS", "Journal", "flatten", "base_identity", "take_base_units"]
 
 JOURNAL = "journal.jsonl"
 FORMAT = 1  # the records' layout; another one is refused
 FSYNC_SECONDS = 1.0
+MODEL_KEYS = ("model", "kl")  # a run identity's keys that the base's units do not depend on
 
 
 def flatten(identity: dict, prefix: str = "") -> dict:
@@ -114,3 +115,30 @@ class Journal:
             finally:
                 os.close(self._fd)
                 self._fd = None
+
+
+def base_identity(identity: dict) -> dict:
+    """The identity of a run's base units: the run's, less MODEL_KEYS."""
+    return {**{k: v for k, v in identity.items() if k not in MODEL_KEYS}, "side": "base"}
+
+
+def take_base_units(journal, folder: Path, identity: dict) -> str:
+    """Append to `journal` (a run's, not yet read by its _Run) the base units that base_units.score_base wrote
+    in `folder` that it lacks, when `folder`'s identity is this run's base identity; returns what
+    was done, or why the base is scored here instead."""
+    path = Path(folder) / JOURNAL
+    good, bad = split_lines(path) if path.is_file() else ([], [])
+    if bad or not good or good[0][1].get("journal") != "forgetting":
+        return f"{path}: no readable base units; the base is scored here"
+    want = flatten(json.loads(json.dumps(plain_json(base_identity(identity)))))
+    have = flatten(upgrade(good[0][1].get("identity") or {}))
+    differ = sorted(k for k in want.keys() | have.keys() if want.get(k) != have.get(k))
+    if differ:
+        return (f"{path}: its base units were scored with {differ[0]} {have.get(differ[0])!r}, this run has "
+                f"{want.get(differ[0])!r}; the base is scored here")
+    held = {(r.get("benchmark"), r.get("unit")) for _, r in journal.records if r.get("side") == "base"}
+    units = [r for _, r in good[1:] if r.get("side") == "base" and (r.get("benchmark"), r.get("unit")) not in held]
+    for record in units:
+        journal.append(record)
+        journal.records.append((len(journal.records) + 2, record))  # its line in the run's journal
+    return f"{len(units)} base units taken from {path} ({len(held)} already in the run's journal)"

@@ -21,6 +21,10 @@ computes only the units missing and writes the same `forgetting.json` and
 what differs. The statistics (significance, confidence, n_boot) are always
 recomputed from the units, so a rerun may change them. A run whose units
 are all journalled loads no model.
+
+A study scoring several models against one base may score the base once (`score_base`,
+evalkit/forgetting/base_units.py) and give each run its units (`base_from`): the run journals
+them as its own and computes only the model's, so its files are the same bytes as scoring both.
 """
 
 from __future__ import annotations
@@ -145,22 +149,23 @@ def _load_items(name: str, kind: str, opts: ForgettingOptions):
 
 def run_forgetting(opts: ForgettingOptions, out: Path | None = None, *,
                    progress: Callable[[str, int], Callable[[int], None]] | None = None,
-                   log: Callable[[str], None] | None = None) -> dict:
+                   log: Callable[[str], None] | None = None, base_from: Path | None = None) -> dict:
     """Evaluate both models on every benchmark; returns the report (and writes it with `out`).
     With `out`, units finished by an earlier run with the same identity are reused; `log` is told
-    how many."""
+    how many. `base_from`: a folder `score_base` wrote for this base and these settings, whose
+    base units this run takes instead of computing them (`log` is told whether it could)."""
     from evalkit.outdir import OutputFolder
 
     opts.validate()
     folder = OutputFolder.claim(Path(out), "forgetting", {"base": opts.base, "model": opts.model}) if out else None
     try:
-        return _run(opts, folder, progress, log)
+        return _run(opts, folder, progress, log, base_from)
     finally:
         if folder is not None:
             folder.release()
 
 
-def _run(opts: ForgettingOptions, folder, progress, log) -> dict:
+def _run(opts: ForgettingOptions, folder, progress, log, base_from: Path | None = None) -> dict:
     from evalkit.forgetting.journal import JOURNAL, Journal
     from evalkit.models import resolve_device, resolve_model, weights_hash
 
@@ -176,6 +181,12 @@ def _run(opts: ForgettingOptions, folder, progress, log) -> dict:
     if folder is not None:
         folder.expect([JOURNAL])
     journal = Journal.open(out, identity)
+    if base_from is not None:
+        from evalkit.forgetting.journal import take_base_units
+
+        said = take_base_units(journal, Path(base_from), identity)
+        if log is not None:
+            log(said)
     try:
         run = _Run(opts, journal, loaded, refs, device, progress)
         if log is not None and run.reused:
@@ -260,12 +271,13 @@ class _Run:
     batch; multiple choice: one batch of (question, choice) pairs), plus the KL; each unit computed
     exactly as the whole benchmark computes it, so a resumed run's results are the same bits."""
 
-    def __init__(self, opts: ForgettingOptions, journal, loaded, refs: dict, device: str, progress):
+    def __init__(self, opts: ForgettingOptions, journal, loaded, refs: dict, device: str, progress,
+                 sides: tuple = SIDES):
         self.opts, self.journal, self.loaded, self.device, self.progress = opts, journal, loaded, device, progress
         self.settings = opts  # its EvalSettings are how every benchmark is run
         self.models = _Models(refs, opts.dtype, device)
         self.ranges = {(name, side): _ranges(kind, module, items, opts.batch_size)
-                       for name, kind, module, items in loaded for side in SIDES}
+                       for name, kind, module, items in loaded for side in sides}
         self.done = self._check(journal.records)
         self.total = sum(len(r) for r in self.ranges.values()) + bool(opts.train_task or opts.kl_task)
         self.reused = len(self.done)

@@ -25,7 +25,7 @@ FILTERED = {  # evaluation -> whether its `methods` may name "base" (it has a ba
     "forgetting": False}
 SEEDS_ONLY = ("sparsity", "interpolate")  # they compare ES with GRPO at one seed: `seeds` only
 MASKED_DEFAULT = ("es", "grpo", "es-large")  # masked's arms when it names none
-PLANNER_KEYS: dict = {}  # evaluation keys the planner reads, with their defaults
+PLANNER_KEYS = {"forgetting": {"base_once": False}}  # evaluation keys the planner reads, with their defaults
 
 
 def _seed_list(value, key: str, allowed: tuple) -> tuple:

@@ -96,7 +96,7 @@ EVALUATIONS["forgetting"] += ("kl_task", "mc_files")
 # Keys added to an evaluation after studies recorded it, at the value that reproduces what those
 # studies ran: left out of the options (and so of the stage identity) at that value, so a study
 # recorded before them still reads as done.
-ADDED_KEYS = {"forgetting": {"kl_task": None, "mc_files": []}}
+ADDED_KEYS = {"forgetting": {"kl_task": None, "mc_files": [], "base_once": False}}
 SEEDED_ONLY = ("curves", "passk-nucleus", "passk-final", "sparsity", "masked")  # evaluations of a study with `seeds`
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
 SAMPLE = 50  # problems generated per split to check names, configs and ids

@@ -115,6 +115,7 @@ def _one_run_comparisons(spec: StudySpec) -> list[Stage]:
         if {"es", "grpo"} <= set(spec.methods):
             stages.append(_diff(spec, ["es", "grpo"], None))
     if "forgetting" in ev:
+        stages += [_forgetting_base(spec)] if spec.base_once() else []
         stages += [_forgetting(spec, m, None) for m in spec.methods]
     if "interpolate" in ev and {"es", "grpo"} <= set(spec.methods):
         stages.append(_interpolate(spec, None))
@@ -132,6 +133,8 @@ def _seeded(spec: StudySpec) -> list[Stage]:
     stages = [_splits(spec)] + [_evaluation(spec, k, "base", None) for k in ("passk", *evaluations)
                                 if spec.evaluates(k, "base")]
     stages.append(_validate(spec, "base", None))
+    if spec.base_once() and any(spec.evaluates("forgetting", m, s) for m in spec.methods for s in spec.seeds):
+        stages.append(_forgetting_base(spec))
     pair = {"es", "grpo"} <= set(spec.methods)
     order = [m for m in spec.methods if m in ("es", "grpo")] + [m for m in spec.methods if m not in ("es", "grpo")]
     for seed in spec.seeds:
@@ -655,24 +658,57 @@ def _diff(spec: StudySpec, models: list[str], seed: int | None) -> Stage:
 
 
 
+def _forgetting_opts(spec: StudySpec, model: str):
+    return replace(spec.evaluations["forgetting"], base=spec.base_model, train_task=spec.train_task["name"],
+                   model=model, dtype=spec.dtype, device=spec.device)
+
+
 def _forgetting(spec: StudySpec, model: str, seed: int | None) -> Stage:
-    out = _folder("forgetting", model, seed)
+    """evalkit forgetting of the arm's checkpoint against the base; with base_once, the base's
+    units come from the forgetting-base stage (the same bytes as scoring both)."""
+    out, once = _folder("forgetting", model, seed), spec.base_once()
 
     def run(folder: Path, results: dict) -> dict:
         from evalkit.console import counted_progress
         from evalkit.forgetting.runner import run_forgetting
 
-        root = _root(folder, out)
-        opts = replace(spec.evaluations["forgetting"], base=spec.base_model, train_task=spec.train_task["name"],
-                       model=_checkpoint(spec, model, seed, results, root), dtype=spec.dtype, device=spec.device)
+        root, said = _root(folder, out), []
+        opts = _forgetting_opts(spec, _checkpoint(spec, model, seed, results, root))
+        base = root / results["forgetting-base"]["folder"] if once else None
         with counted_progress() as progress:
-            report = run_forgetting(opts, folder, progress=progress)
-        return {"file": _rel(folder / "forgetting.json", root), "verdict": report["verdict"]}
+            report = run_forgetting(opts, folder, progress=progress, base_from=base, log=said.append)
+        return {"file": _rel(folder / "forgetting.json", root), "verdict": report["verdict"],
+                **({"base_units": said[0]} if once else {})}
 
     which = {"method": model} if seed is None else {"model": model, "seed": seed}
-    return Stage(f"forgetting-{_tag(model, seed)}", out, _source(spec, model, seed),
+    tokens = spec.evaluations["forgetting"].cost()["tokens"] - (_base_tokens(spec) if once else 0)
+    return Stage(f"forgetting-{_tag(model, seed)}", out, (*_source(spec, model, seed),
+                                                           *(("forgetting-base",) if once else ())),
                  {"forgetting": spec.recorded("forgetting"), **which, "dtype": spec.dtype},
-                 spec.evaluations["forgetting"].cost()["tokens"], run, weights=_trained(model, seed))
+                 tokens, run, weights=_trained(model, seed))
+
+
+def _forgetting_base(spec: StudySpec) -> Stage:
+    """The base's forgetting units once per study ([evaluations.forgetting] base_once = true),
+    which every arm's forgetting stage takes (evalkit.forgetting.base_units)."""
+    def run(folder: Path, _) -> dict:
+        from evalkit.console import counted_progress
+        from evalkit.forgetting.base_units import SUMMARY, score_base
+
+        with counted_progress() as progress:
+            summary = score_base(_forgetting_opts(spec, spec.base_model), folder, progress=progress)
+        root = _root(folder, "forgetting/base")
+        return {"folder": _rel(folder, root), "file": _rel(folder / SUMMARY, root), "units": summary["units"],
+                "benchmarks": summary["benchmarks"]}
+
+    identity = {"forgetting": spec.recorded("forgetting"), "model": "base", "dtype": spec.dtype}
+    return Stage("forgetting-base", "forgetting/base", (), identity, _base_tokens(spec), run)
+
+
+def _base_tokens(spec: StudySpec) -> int:
+    """The base's half of a forgetting run's generated tokens (the KL's are the run's own)."""
+    o = spec.evaluations["forgetting"]
+    return (o.cost()["tokens"] - o.kl_prompts * o.kl_samples * o.kl_max_new_tokens) // 2
 
 
 def _interpolate(spec: StudySpec, seed: int | None) -> Stage:
