@@ -168,12 +168,37 @@ def _sparsity(f: dict) -> Section | None:
     bf16 = s.get("bf16") or {}
     if bf16:
         blocks.append(Table("study_sparsity_bf16", "bf16-trained runs: share of bf16 weights changed",
-                            pd.DataFrame([{"arm": m, **v} for m, v in bf16.items()])))
+                            pd.DataFrame([{"arm": m, **v} for m, v in bf16.items() if m != "by_scale"])))
+    blocks += _bf16_scales(bf16.get("by_scale") or [])
     picked = [{"arm": m, **r} for m, rs in (s.get("picked_fp32") or {}).items() for r in rs]
     if picked:
         blocks.append(Table("study_sparsity_picked", "The picked checkpoints against the base, fp32",
                             pd.DataFrame(picked)))
     return Section("study-sparsity", "Sparsity compared fairly", tuple(blocks))
+
+
+def _bf16_scales(rows: list[dict]) -> list:
+    """The bf16 runs at each step size: the share of bf16 weights changed against the per-step
+    update size over half a bf16 ulp (the share of entries whose step exceeds half the bf16
+    spacing at their weight), one line per method through its scales."""
+    if not rows:
+        return []
+    series = []
+    for m in dict.fromkeys(r["method"] for r in rows):
+        points = sorted((r["step_over_half_ulp"], r["changed_frac_bits"]) for r in rows
+                        if r["method"] == m and r.get("step_over_half_ulp") is not None)
+        if points:
+            series.append({"label": m, "x": [p[0] for p in points], "y": [p[1] for p in points], "style": _style(m)})
+    table = Table("study_sparsity_bf16_scales", "bf16 runs per method and step size (scale x alpha or lr)",
+                  pd.DataFrame(rows))
+    if not series:
+        return [table]
+    fig = Figure("study_sparsity_bf16_scales", "Share of bf16 weights each short bf16 run changed against its "
+                 "per-step update size: the mean share of entries whose step exceeds half the bf16 spacing at their "
+                 "weight; one point per step size (the study's bf16_scales)",
+                 F.line_chart(series, F.Axes("per-step share of entries above half a bf16 ulp",
+                                             "share of bf16 weights changed", ylim=(0, 1))))
+    return [fig, table]
 
 
 def _forgetting(f: dict) -> Section | None:

@@ -57,5 +57,12 @@ class SparsityOptions(Options):
                                    each={"above": 0, "max": 1})
     bf16_completions: int = option(256, "Completions of each arm's short bf16-trained run (ES and GRPO, the study's "
                                    "options, the first seed); 0 = none.", min=0)
+    bf16_scales: tuple[float, ...] = option((1.0,), "Step sizes of the short bf16 runs, as multiples of ES's alpha and "
+                                            "GRPO's lr: one run per method and scale (the first is the run a claim "
+                                            "reads).", each={"above": 0})
     effective_rank: bool = option(True, "Effective rank (Roy and Vetterli) of every 2-D update at the matched "
                                   "checkpoints (not `evalkit diff --rank`'s rank(delta)/min(shape)).", name="rank")
+
+    def _checks(self) -> None:
+        if not self.bf16_scales or len(set(self.bf16_scales)) != len(self.bf16_scales):
+            raise OptionError("bf16_scales", list(self.bf16_scales), "give distinct scales, e.g. [1.0, 4.0]")

@@ -90,13 +90,13 @@ EVALUATIONS = {  # evaluator -> the keys a study file may set (defaults: the eva
     "passk-nucleus": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
     "passk-final": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
     "masked": ("fractions", "mask_by", "scope", "mask_seed"),
-    "sparsity": ("qs", "bf16_completions", "rank"),
+    "sparsity": ("qs", "bf16_completions", "rank", "bf16_scales"),
 }
 EVALUATIONS["forgetting"] += ("kl_task", "mc_files")
 # Keys added to an evaluation after studies recorded it, at the value that reproduces what those
 # studies ran: left out of the options (and so of the stage identity) at that value, so a study
 # recorded before them still reads as done.
-ADDED_KEYS = {"forgetting": {"kl_task": None, "mc_files": [], "base_once": False}}
+ADDED_KEYS = {"forgetting": {"kl_task": None, "mc_files": [], "base_once": False}, "sparsity": {"bf16_scales": [1.0]}}
 SEEDED_ONLY = ("curves", "passk-nucleus", "passk-final", "sparsity", "masked")  # evaluations of a study with `seeds`
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
 SAMPLE = 50  # problems generated per split to check names, configs and ids

@@ -149,7 +149,7 @@ def _seeded(spec: StudySpec) -> list[Stage]:
                 if spec.evaluates(key, m, seed):
                     stages.append(make(spec, key, m, seed) if make is _evaluation else make(spec, m, seed))
     if "sparsity" in ev and pair and ev["sparsity"].bf16_completions:
-        stages += [_train_bf16(spec, m) for m in ("es", "grpo")]
+        stages += [_train_bf16(spec, m, x) for m in ("es", "grpo") for x in ev["sparsity"].bf16_scales]
         stages.append(_sparsity_bf16(spec))
     return stages
 
@@ -441,15 +441,23 @@ def pick(rows: list[dict], rule: str) -> dict:
     return next(r for r in rows if r["reward"] == best)
 
 
-def _bf16_trainer(spec: StudySpec, method: str):
-    """The arm's trainer in bf16, its first seed, bf16_completions' worth of updates, one checkpoint."""
+def _bf16_trainer(spec: StudySpec, method: str, scale: float = 1.0):
+    """The arm's trainer in bf16, its first seed, bf16_completions' worth of updates, one checkpoint,
+    its step size (ES's alpha, GRPO's lr) times `scale`."""
     t = spec.methods[method][0]
     count = max(1, round(spec.evaluations["sparsity"].bf16_completions / t.opts.completions_per_unit()))
-    return replace(t.opts, dtype="bfloat16", seed=spec.seeds_of(method)[0], save_every=count, **{t.opts.units: count})
+    size = {"alpha": t.opts.alpha * scale} if t.kind == "es" else {"lr": t.opts.lr * scale}
+    return replace(t.opts, dtype="bfloat16", seed=spec.seeds_of(method)[0], save_every=count, **{t.opts.units: count},
+                   **(size if scale != 1.0 else {}))
 
 
-def _train_bf16(spec: StudySpec, method: str) -> Stage:
-    opts = _bf16_trainer(spec, method)
+def _bf16_name(method: str, scale: float) -> str:
+    """es, or es-x4 for the run at 4 times its step size."""
+    return method if scale == 1.0 else f"{method}-x{scale:g}"
+
+
+def _train_bf16(spec: StudySpec, method: str, scale: float = 1.0) -> Stage:
+    opts, name = _bf16_trainer(spec, method, scale), _bf16_name(method, scale)
 
     def run(folder: Path, _) -> dict:
         from evalkit.train import RUNNERS
@@ -458,8 +466,8 @@ def _train_bf16(spec: StudySpec, method: str) -> Stage:
         return {"checkpoint": _rel(summary["final_checkpoint"], folder.parents[1]), "complete": summary["complete"],
                 "completions": opts.cost()["completions"]}
 
-    return Stage(f"train-bf16-{method}", f"train-bf16/{method}", (), {"method": method, "trainer": plain(asdict(opts))},
-                 opts.cost()["tokens"], run)
+    identity = {"method": method, "trainer": plain(asdict(opts)), **({"scale": scale} if scale != 1.0 else {})}
+    return Stage(f"train-bf16-{name}", f"train-bf16/{name}", (), identity, opts.cost()["tokens"], run)
 
 
 # ---------------------------------------------------------------- evaluations
@@ -754,20 +762,45 @@ def _sparsity(spec: StudySpec, seed: int) -> Stage:
 
 
 def _sparsity_bf16(spec: StudySpec) -> Stage:
+    """Each bf16 run diffed against the base in bf16 bits: the share of weights changed, beside the
+    run's per-step update size over half a bf16 ulp (the mean over its steps of the share of
+    entries whose step exceeds half the bf16 spacing at their weight, from its metrics.jsonl:
+    `update/over_half_ulp_frac`, which ES's and GRPO's trainers log). Per method its first scale's
+    run (the one a claim reads), and every (method, scale) in `by_scale`."""
+    scales = spec.evaluations["sparsity"].bf16_scales
+
     def run(folder: Path, results: dict) -> dict:
         from evalkit.diff import DiffOptions, diff_checkpoints, write_outputs
 
-        root, out = folder.parents[1], {}
+        root, out, rows = folder.parents[1], {}, []
         for m in ("es", "grpo"):
-            result = diff_checkpoints([spec.base_model, str(root / results[f"train-bf16-{m}"]["checkpoint"])],
-                                      DiffOptions(as_dtype="bfloat16"))
-            write_outputs(result, folder / m)
-            overall = result.summary["updates"]["other"]["overall"]
-            out[m] = {"file": _rel(folder / m / "diff.json", root), "changed_frac_bits": overall["changed_frac_bits"]}
-        return out
+            for x in scales:
+                name = _bf16_name(m, x)
+                train = results[f"train-bf16-{name}"]
+                result = diff_checkpoints([spec.base_model, str(root / train["checkpoint"])],
+                                          DiffOptions(as_dtype="bfloat16"))
+                write_outputs(result, folder / name)
+                overall = result.summary["updates"]["other"]["overall"]
+                row = {"file": _rel(folder / name / "diff.json", root), "changed_frac_bits": overall["changed_frac_bits"]}
+                out.setdefault(m, row)
+                rows.append({"method": m, "scale": x, **row, **_step_sizes(root / f"train-bf16/{name}")})
+        return {**out, "by_scale": rows}
 
-    trains = ("train-bf16-es", "train-bf16-grpo")
+    trains = tuple(f"train-bf16-{_bf16_name(m, x)}" for m in ("es", "grpo") for x in scales)
     return Stage("sparsity-bf16", "sparsity/bf16", trains, {"as_dtype": "bfloat16"}, 0, run, weights=trains)
+
+
+def _step_sizes(folder: Path) -> dict:
+    """A bf16 run's per-step update size from its log: the mean share of entries whose step exceeds
+    half the bf16 spacing at their weight, and the mean relative step norm (None where not logged)."""
+    from evalkit.train.common import MetricsLog
+
+    lines = MetricsLog(folder / "metrics.jsonl").records()
+    over = [x["update/over_half_ulp_frac"] for x in lines if x.get("update/over_half_ulp_frac") is not None]
+    rel = [x.get("update/rel_norm_fp32", x.get("update/rel_norm")) for x in lines]
+    rel = [r for r in rel if r is not None]
+    return {"step_over_half_ulp": sum(over) / len(over) if over else None,
+            "step_rel_norm": sum(rel) / len(rel) if rel else None, "steps": len(lines)}
 
 
 def _findings(spec: StudySpec):

@@ -337,6 +337,49 @@ def completion_metrics(samples) -> dict:
     }
 
 
+def over_half_bf16_spacing(step, weights) -> int:
+    """How many entries of `step` exceed in size half the bf16 spacing at their weight (2^(e - 8)
+    for a weight in [2^e, 2^(e+1)): bf16 keeps 8 significant bits), the entries a bf16 model would
+    keep a change of; the rest round back to the weight (ties aside). Both tensors read as fp32."""
+    import torch
+
+    w = weights.float()
+    _, exponent = torch.frexp(w)  # |w| = m 2^E, m in [0.5, 1): e = E - 1
+    half = torch.ldexp(torch.ones_like(w), exponent - 9).masked_fill_(w == 0, 0.0)  # any change of a zero stays
+    return int((step.float().abs() > half).sum())
+
+
+def adamw_step_record(optimizer) -> dict:
+    """The last AdamW step's intended update, from the optimizer's state (torch's AdamW:
+    lr m_hat / (sqrt(v_hat) + eps), plus lr wd theta), per entry in fp32 before rounding to the
+    weights' dtype: `update/norm_fp32`, `update/rel_norm_fp32` (over the weights' norm) and
+    `update/over_half_ulp_frac`, the share of entries whose update exceeds half the bf16 spacing
+    at their weight (over_half_bf16_spacing): the step size a bf16 model can hold, as ES logs it."""
+    import torch
+
+    total = over = 0
+    squares = weights = 0.0
+    with torch.no_grad():
+        for group in optimizer.param_groups:
+            beta1, beta2 = group["betas"]
+            for p in group["params"]:
+                state = optimizer.state.get(p) or {}
+                if "exp_avg" not in state:
+                    continue
+                t = float(state["step"])
+                denom = (state["exp_avg_sq"].float().sqrt() / (1 - beta2**t) ** 0.5).add_(group["eps"])
+                step = state["exp_avg"].float().div(denom).mul_(group["lr"] / (1 - beta1**t))
+                step.add_(p.float(), alpha=group["lr"] * group["weight_decay"])
+                total += p.numel()
+                over += over_half_bf16_spacing(step, p)
+                squares += float(step.double().square().sum())
+                weights += float(p.double().square().sum())
+    if not total:
+        return {}
+    return {"update/norm_fp32": squares**0.5, "update/rel_norm_fp32": (squares / weights) ** 0.5 if weights else None,
+            "update/over_half_ulp_frac": over / total}
+
+
 def make_optimizer(model, opts):
     """AdamW as TRL configures it (betas 0.9/0.999, eps 1e-8), `opts.lr`, `opts.weight_decay`."""
     import torch

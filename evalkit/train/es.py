@@ -262,20 +262,24 @@ def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> dict:
     read in fp32); `update/norm_fp32`, the norm of alpha/N sum z_n eps_n before rounding; and
     `update/changed_frac`, the share of elements whose bits changed; `update/rel_norm`,
     `update/norm` over the weights' norm before the step (divided by 2^-9, half a bf16 ulp, it
-    says whether a step survives bf16 rounding on a typical weight). Squares are summed in float64
+    says whether a step survives bf16 rounding on a typical weight); `update/over_half_ulp_frac`,
+    the share of entries whose fp32 step exceeds half the bf16 spacing at their weight
+    (common.over_half_bf16_spacing: those a bf16 model keeps). Squares are summed in float64
     chunk by chunk by numpy on CPU, so the figures do not depend on torch's thread count (a Ray
     actor's line equals the one-process trainer's)."""
     import torch
 
+    from evalkit.train.common import over_half_bf16_spacing
+
     n_members = len(seeds)
     d = sum(p.numel() for p in params)
     stats = {"update/norm": 0.0, "update/norm_fp32": 0.0, "update/changed_frac": 0.0, "update/rel_norm": 0.0,
-             "update/params": d}
+             "update/over_half_ulp_frac": 0.0, "update/params": d}
     active = [(s, float(zn)) for s, zn in zip(seeds, z, strict=True) if zn != 0.0]
     if not active or alpha == 0.0:
         return stats  # all rewards equal: the update vanishes (and adding +0.0 would flip -0.0 bits)
     applied = intended = weights = 0.0
-    changed = 0
+    changed = over = 0
     for i, p in enumerate(params):
         # one generator per member, all drawing into one shared buffer: memory stays at two chunks
         gens = [(torch.Generator(device=p.device).manual_seed(tensor_seed(s, i, noise)), zn) for s, zn in active]
@@ -296,9 +300,10 @@ def es_update_(params, seeds: list[int], z, alpha: float, noise: str) -> dict:
             applied += _square_sum((new.float() - old).square_())
             weights += _square_sum(old.square())
             changed += int(torch.ne(_bits(new), _bits(part)).sum())
+            over += over_half_bf16_spacing(step, old)
             part.copy_(new)
     return {**stats, "update/norm": applied**0.5, "update/norm_fp32": intended**0.5, "update/changed_frac": changed / d,
-            "update/rel_norm": (applied / weights) ** 0.5 if weights else float("inf")}
+            "update/over_half_ulp_frac": over / d, "update/rel_norm": (applied / weights) ** 0.5 if weights else float("inf")}
 
 
 def _square_sum(squares) -> float:

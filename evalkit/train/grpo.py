@@ -361,7 +361,9 @@ def grpo_update(model, ref_model, optimizer, groups: list[Group], opts: GRPOOpti
     }
     if opts.beta != 0.0:
         out["kl"] = totals["kl"] / t
-    return out
+    from evalkit.train.common import adamw_step_record
+
+    return out | adamw_step_record(optimizer)  # the step's size against bf16's spacing (es.py logs ES's)
 
 
 # ------------------------------------------------------------ the run
