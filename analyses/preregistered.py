@@ -28,7 +28,7 @@ import numpy as np
 __all__ = ["preregistered_findings", "DIFFERENCES"]
 
 DIFFERENCES = (("grpo", "base", "problem"), ("es", "base", "problem"), ("es-grpo", "base", "problem"),
-               ("es", "grpo", "apart"))
+               ("es", "grpo", "apart"), ("es-large", "base", "problem"), ("es-large", "grpo", "apart"))
 
 
 def preregistered_findings(root: Path, claims_path: Path | None = None, *, command: str = "",
@@ -110,7 +110,7 @@ def _claims(study, claims, record: dict, revised: dict) -> list[dict]:
 
 class _Gates:
     """The positive controls a claim's gate reads (analyses.arm_checks.validation_control), each
-    arm's once: every seed of the study."""
+    arm's once: every seed the arm was validated on."""
 
     def __init__(self, study):
         self.study, self.controls = study, {}
@@ -124,7 +124,8 @@ class _Gates:
             return None
         for arm in arms:
             if arm not in self.controls:
-                self.controls[arm] = [validation_control(self.study.root, arm, seed) for seed in self.study.seeds]
+                self.controls[arm] = [validation_control(self.study.root, arm, seed)
+                                      for seed in self.study.seeds_of(arm, "validate")]
         share = claim.get("gate_share", 0.5)
         shown = {arm: [{k: c[k] for k in ("seed", "passed", "p_value", "level", "base", "model", "gain", "gain_low",
                                           "picked_step")} for c in self.controls[arm]] for arm in arms}

@@ -543,3 +543,19 @@ def test_a_gain_retained_claim_needs_an_arm_against_the_base_and_a_fraction(tmp_
         (tmp_path / "c.toml").write_text(GAIN.replace(change, new))
         with pytest.raises(UsageError, match="gain-retained"):
             read_claims(tmp_path / "c.toml")
+
+
+def test_a_gate_reads_the_seeds_its_arm_was_validated_on(tmp_path):
+    """An arm with its own seeds ([methods.es] seeds = [0, 1]) has no validate stage on seed 2:
+    its gate reads seeds 0 and 1 (2 of 2 pass)."""
+    from analyses.preregistered import preregistered_findings
+
+    _study(tmp_path / "study")
+    _validations(tmp_path / "study", [1.0, 1.0])
+    state = json.loads((tmp_path / "study" / "study.json").read_text())
+    state["plan"] = [{"stage": name} for name in state["stages"]] + [{"stage": "validate-grpo-s2"}]
+    (tmp_path / "study" / "study.json").write_text(json.dumps(state))
+    (tmp_path / "claims.toml").write_text(CLAIMS.replace('contrast = "es - grpo"', 'contrast = "es - grpo"\ngate = ["es"]'))
+    out = preregistered_findings(tmp_path / "study", tmp_path / "claims.toml")
+    gate = {r["id"]: r for r in out["claims"]}["es-vs-grpo"]["gate"]
+    assert [c["seed"] for c in gate["controls"]["es"]] == [0, 1] and gate["passed"]
