@@ -58,6 +58,7 @@ max_new_tokens = 4
 temperature = 0.5
 methods = ["grpo"]
 seeds = [1]
+limit = 2
 [evaluations.masked]
 fractions = [1.0]
 mask_by = ["abs"]
@@ -117,6 +118,16 @@ def test_a_filter_is_no_part_of_a_stage_identity(tmp_path):
     _, wide = _plan(tmp_path, V3.replace('methods = ["grpo"]\nseeds = [1]\n', ""))
     assert {"final-passk-grpo-s0", "final-passk-es-s0", "final-passk-es-large-s1"} <= set(wide)
     assert identity_hash(wide["final-passk-grpo-s1"].identity) == identity_hash(narrow["final-passk-grpo-s1"].identity)
+
+
+def test_a_passk_evaluation_may_read_the_first_n_held_out_problems(tmp_path):
+    """`limit` in a passk-shaped evaluation (passk, passk-nucleus, passk-final, curves): the first
+    N problems of the held-out split, in its identity; left out, the whole split and the identity
+    a study recorded before the key."""
+    _, stages = _plan(tmp_path)
+    assert stages["final-passk-grpo-s1"].identity["passk-final"]["limit"] == 2
+    assert "limit" not in stages["passk-grpo-s0"].identity["passk"]
+    assert stages["final-passk-grpo-s1"].tokens < stages["passk-grpo-s1"].tokens * 3 / 2
 
 
 def test_masked_defaults_to_the_es_and_grpo_arms(tmp_path):
@@ -202,3 +213,6 @@ def test_the_arms_run_on_their_own_seeds_and_the_findings_read_them(tmp_path, ti
     assert checks["passk: every seed of every arm"]
     assert [r["seed"] for r in figures["stopping"]["arms"]["es-large"]] == [1]
     assert (out / "report" / "index.html").is_file()
+    final = [json.loads(x) for x in (out / "passk-final" / "grpo" / "seed-1" / "samples.jsonl").read_text().splitlines()]
+    picked = [json.loads(x) for x in (out / "passk" / "grpo" / "seed-1" / "samples.jsonl").read_text().splitlines()]
+    assert len({x["problem_id"] for x in final}) == 2 and len({x["problem_id"] for x in picked}) == 3

@@ -79,16 +79,16 @@ REQUIRED = {  # method -> {key: what to give}
     "grpo-hinted": {"hint": 'the hint kind: hint = "all-wrong" (an all-wrong group is sampled again from a hint)'},
 }
 EVALUATIONS = {  # evaluator -> the keys a study file may set (defaults: the evaluator's options class)
-    "passk": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
+    "passk": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed", "limit"),
     "entropy": ("fit",),  # Cui et al.'s law is for one trajectory; the report fits it on trainer logs
     "length": ("quantiles",),
     "groups": ("group_sizes", "target"),
     "diff": ("atol", "threads"),
     "forgetting": ("suite", "limit", "max_new_tokens", "batch_size", "kl_prompts", "kl_samples", "kl_max_new_tokens"),
     "interpolate": ("points", "n", "k", "temperature", "max_new_tokens", "batch_size", "limit", "seed"),
-    "curves": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
-    "passk-nucleus": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
-    "passk-final": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed"),
+    "curves": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed", "limit"),
+    "passk-nucleus": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed", "limit"),
+    "passk-final": ("n", "k", "temperature", "top_p", "max_new_tokens", "batch_size", "seed", "limit"),
     "masked": ("fractions", "mask_by", "scope", "mask_seed"),
     "sparsity": ("qs", "bf16_completions", "rank", "bf16_scales"),
 }
@@ -96,7 +96,9 @@ EVALUATIONS["forgetting"] += ("kl_task", "mc_files")
 # Keys added to an evaluation after studies recorded it, at the value that reproduces what those
 # studies ran: left out of the options (and so of the stage identity) at that value, so a study
 # recorded before them still reads as done.
-ADDED_KEYS = {"forgetting": {"kl_task": None, "mc_files": [], "base_once": False}, "sparsity": {"bf16_scales": [1.0]}}
+ADDED_KEYS = {"forgetting": {"kl_task": None, "mc_files": [], "base_once": False}, "sparsity": {"bf16_scales": [1.0]},
+              **{k: {"limit": 0} for k in ("passk", "curves", "passk-nucleus", "passk-final")}}  # 0: all
+HELD_OUT_LIMIT = ("passk", "curves", "passk-nucleus", "passk-final")  # `limit`: the first N held-out problems; left out: all
 SEEDED_ONLY = ("curves", "passk-nucleus", "passk-final", "sparsity", "masked")  # evaluations of a study with `seeds`
 TOLERANCE = 0.10  # largest allowed relative difference between the methods' budgets
 SAMPLE = 50  # problems generated per split to check names, configs and ids
@@ -462,6 +464,8 @@ def _evaluations(table: dict) -> dict:
         if name == "forgetting":
             options = _mc_files(options, prefix)
         out[name] = _evaluator(name).from_table(options, prefix, allowed=set(EVALUATIONS[name]))
+        if name in HELD_OUT_LIMIT and "limit" not in options:  # the whole held-out split (the class's 50 is the CLI's)
+            out[name] = replace(out[name], limit=None)
     return out
 
 

@@ -474,8 +474,14 @@ def _train_bf16(spec: StudySpec, method: str, scale: float = 1.0) -> Stage:
 
 
 def _passk_opts(spec: StudySpec, o, model: str, task: str):
-    """The evaluation's options on one model and the whole held-out split."""
-    return replace(o, model=model, task=task, limit=None, dtype=spec.dtype, device=spec.device)
+    """The evaluation's options on one model and the held-out split (its first `limit` problems
+    where the study file gives one, else all)."""
+    return replace(o, model=model, task=task, dtype=spec.dtype, device=spec.device)
+
+
+def _problems(spec: StudySpec, o) -> int:
+    """Held-out problems an evaluation reads: its `limit`, at most the split's."""
+    return min(o.limit or spec.eval_task["limit"], spec.eval_task["limit"])
 
 
 def _passk(spec: StudySpec, kind: str, model: str, seed: int | None) -> Stage:
@@ -493,7 +499,7 @@ def _passk(spec: StudySpec, kind: str, model: str, seed: int | None) -> Stage:
             summary = run_passk(opts, folder, progress=progress)
         return {"run": _rel(folder, root), "complete": summary["complete"]}
 
-    tokens = o.cost(spec.eval_task["limit"])["tokens"]
+    tokens = o.cost(_problems(spec, o))["tokens"]
     identity = {"model": model, **_seed_key(spec, seed), kind: spec.recorded(kind), "dtype": spec.dtype}
     return Stage(f"{kind}-{_tag(model, seed)}", out, (_data(spec), *_source(spec, model, seed)), identity, tokens,
                  run, weights=_trained(model, seed))
@@ -524,7 +530,7 @@ def _passk_final(spec: StudySpec, model: str, seed: int) -> Stage:
     # the picked run, read when the pick is the final checkpoint (when passk evaluates this arm and seed)
     needs = ("splits", f"train-{tag}", f"validate-{tag}", *((f"passk-{tag}",) if spec.evaluates("passk", model, seed)
                                                             else ()))
-    return Stage(f"final-passk-{tag}", out, needs, identity, o.cost(spec.eval_task["limit"])["tokens"], run,
+    return Stage(f"final-passk-{tag}", out, needs, identity, o.cost(_problems(spec, o))["tokens"], run,
                  weights=_trained(model, seed))
 
 
@@ -578,7 +584,7 @@ def _curves(spec: StudySpec, model: str, seed: int | None) -> Stage:
         return {"points": rows}
 
     n_points = 1 if model == "base" else sum(len(saved_steps(t.opts)) for t in spec.methods[model])
-    tokens = n_points * o.cost(spec.eval_task["limit"])["tokens"]
+    tokens = n_points * o.cost(_problems(spec, o))["tokens"]
     return Stage(f"curves-{_tag(model, seed)}", out, ("splits", *_trained(model, seed)),
                  {"curves": spec.recorded("curves"), "model": model, "seed": seed, "dtype": spec.dtype}, tokens, run,
                  weights=_trained(model, seed))
@@ -736,7 +742,7 @@ def _interpolate(spec: StudySpec, seed: int | None) -> Stage:
                 "loss_barrier": (barrier.get("loss") or {}).get("height"),
                 "error_barrier": (barrier.get("error") or {}).get("height")}
 
-    tokens = o.points * o.cost(min(o.limit or spec.eval_task["limit"], spec.eval_task["limit"]))["tokens"]
+    tokens = o.points * o.cost(_problems(spec, o))["tokens"]
     needs = (_data(spec), *_source(spec, "es", seed), *_source(spec, "grpo", seed))
     return Stage(f"interpolate-es-grpo{'' if seed is None else f'-s{seed}'}", out, needs,
                  {"interpolate": spec.recorded("interpolate"), **({} if seed is None else {"seed": seed}),
