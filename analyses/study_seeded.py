@@ -63,6 +63,9 @@ def _apart(a, b, names: tuple[str, str]) -> dict:
             "problems": int(np.shape(a)[1])}
 
 
+STAGE_NAMES = {"passk-final": "final-passk"}  # evaluations whose stages are named otherwise
+
+
 class Study:
     """A seeded study folder: its record and its runs, loaded once each."""
 
@@ -87,7 +90,22 @@ class Study:
         """The seeds the study planned stage `kind` of arm `model` on (`kind-model-s<seed>`), in the
         study's order: the arm's own seeds, less those an evaluation's filter leaves out (a record
         without a plan: every seed)."""
-        return [s for s in self.seeds if not self.planned or f"{kind}-{model}-s{s}" in self.planned]
+        return [s for s in self.seeds if not self.planned or self.stage(kind, model, s) in self.planned]
+
+    @staticmethod
+    def stage(kind: str, model: str, seed: int | None = None) -> str:
+        """The stage of evaluation `kind` on `model` (passk-final's are named final-passk-...)."""
+        return f"{STAGE_NAMES.get(kind, kind)}-{model}" + ("" if seed is None else f"-s{seed}")
+
+    def base_setting(self, kind: str) -> str | None:
+        """The evaluation whose base run stands for `kind`'s: itself, or for passk-final (which
+        has no base stage) the picked checkpoints' evaluation recorded with the same settings."""
+        if kind not in STAGE_NAMES:
+            return kind
+        evaluations = self.spec.get("evaluations") or {}
+        mine = {k: v for k, v in (evaluations.get(kind) or {}).items() if k not in ("methods", "seeds")}
+        return next((other for other in ("passk-nucleus", "passk") if mine and mine ==
+                     {k: v for k, v in (evaluations.get(other) or {}).items() if k not in ("methods", "seeds")}), None)
 
     def common_seeds(self, kind: str, *models: str) -> list[int]:
         """The seeds every one of `models` has stage `kind` on: those a pairing by seed reads."""
@@ -95,7 +113,7 @@ class Study:
 
     def seeded(self, kind: str, model: str) -> list[tuple[int, dict]]:
         """(seed, result) of each done stage `kind-model-s<seed>`, in seed order."""
-        return [(s, r) for s in self.seeds_of(model, kind) if (r := self.result(f"{kind}-{model}-s{s}")) is not None]
+        return [(s, r) for s in self.seeds_of(model, kind) if (r := self.result(self.stage(kind, model, s))) is not None]
 
     def control(self) -> tuple[np.ndarray, list[int], list] | None:
         """The GRPO control, paired by seed: pass@1 per problem [seed, problem] of ES-then-GRPO's
@@ -136,27 +154,32 @@ class Study:
         return self._runs[rel]
 
     def run_of(self, kind: str, model: str, seed: int | None):
-        stage = f"{kind}-{model}" if seed is None else f"{kind}-{model}-s{seed}"
-        result = self.result(stage)
+        if model == "base" and kind in STAGE_NAMES:
+            same = self.base_setting(kind)
+            return None if same is None else self.run_of(same, "base", None)
+        result = self.result(self.stage(kind, model, seed))
         return self.run(result["run"]) if result else None
 
     def table(self, run, ks) -> dict:
-        """Per problem (held-out order): pass@k [problem, k], placebo@k, entropy, answer keys."""
+        """Per problem (held-out order; a run of an evaluation with `limit` reads the split's first
+        N problems): pass@k [problem, k], placebo@k, entropy, answer keys."""
         from metrics.passk import per_problem_passk
         from metrics.placebo import answer_key, placebo_passk
 
         s = run.samples
         groups = {pid: g for pid, g in s.groupby("problem_id", sort=False)}
-        missing = [p for p in self.problems if p not in groups]
+        ids = self.problems[: len(groups)]  # an evaluation's `limit`: the first N held-out problems
+        missing = [p for p in ids if p not in groups] or sorted(set(groups) - set(self.problems))
         if missing:
-            raise ValueError(f"{run.path}: no samples for {missing[0]}")
+            raise ValueError(f"{run.path}: its problems are not the held-out split's first {len(groups)} "
+                             f"(e.g. {missing[0]})")
         keys = [[answer_key(x) if o in ("correct", "incorrect") else None
-                 for x, o in zip(groups[p]["extracted"], groups[p]["outcome"], strict=True)] for p in self.problems]
-        n = np.array([len(groups[p]) for p in self.problems])
-        c = np.array([int(groups[p]["correct"].sum()) for p in self.problems])
-        own = [frozenset(answer_key(a) for a in self.answers[p]) for p in self.problems]
+                 for x, o in zip(groups[p]["extracted"], groups[p]["outcome"], strict=True)] for p in ids]
+        n = np.array([len(groups[p]) for p in ids])
+        c = np.array([int(groups[p]["correct"].sum()) for p in ids])
+        own = [frozenset(answer_key(a) for a in self.answers[p]) for p in ids]
         entropy = np.array([_token_weighted(groups[p]["mean_entropy"].to_numpy(float),
-                                            groups[p]["num_tokens"].to_numpy(float)) for p in self.problems])
+                                            groups[p]["num_tokens"].to_numpy(float)) for p in ids])
         return {"n": n, "c": c, "pass": per_problem_passk(n, c, ks), "placebo": placebo_passk(keys, own, ks),
                 "entropy": entropy, "keys": keys, "own": own}
 
@@ -181,8 +204,8 @@ def seeded_figures(root: Path) -> dict:
     study = Study(root)
     out = {"seeds": study.seeds, "methods": study.methods, "problems": len(study.problems),
            "coverage": {}, "narrowing": {}}
-    for kind in ("passk", "passk-nucleus"):
-        if study.result(f"{kind}-base") is None:
+    for kind in ("passk", "passk-nucleus", "passk-final"):
+        if study.run_of(kind, "base", None) is None or not any(study.seeded(kind, m) for m in study.methods):
             continue
         out["coverage"][kind], out["narrowing"][kind] = _coverage(study, kind)
     out["entropy"] = _entropy(study)

@@ -216,3 +216,25 @@ def test_the_arms_run_on_their_own_seeds_and_the_findings_read_them(tmp_path, ti
     final = [json.loads(x) for x in (out / "passk-final" / "grpo" / "seed-1" / "samples.jsonl").read_text().splitlines()]
     picked = [json.loads(x) for x in (out / "passk" / "grpo" / "seed-1" / "samples.jsonl").read_text().splitlines()]
     assert len({x["problem_id"] for x in final}) == 2 and len({x["problem_id"] for x in picked}) == 3
+
+
+def test_passk_final_is_read_beside_the_base_run_of_the_evaluation_with_its_settings():
+    """passk-final has no base stage and its stages are named final-passk-<arm>-s<seed>: the
+    analyses read its runs by that name and the base's run from the picked checkpoints'
+    evaluation recorded with the same settings (none: no base, so no coverage figure)."""
+    from analyses.study_seeded import Study
+
+    study = Study.__new__(Study)
+    nucleus = {"n": 64, "k": [1, 32], "temperature": 0.6, "top_p": 0.95, "limit": 40}
+    study.seeds, study.state = [0, 1], {"plan": [{"stage": "final-passk-grpo-s1"}], "stages": {
+        "passk-nucleus-base": {"status": "done", "result": {"run": "passk-nucleus/base"}},
+        "final-passk-grpo-s1": {"status": "done", "result": {"run": "passk-final/grpo/seed-1"}}}}
+    study.spec = {"evaluations": {"passk": {"n": 4}, "passk-nucleus": {**nucleus, "methods": ["base", "grpo"]},
+                                  "passk-final": {**nucleus, "methods": ["grpo"]}}}
+    study.run = lambda rel: rel
+    assert study.seeds_of("grpo", "passk-final") == [1]
+    assert study.run_of("passk-final", "grpo", 1) == "passk-final/grpo/seed-1"
+    assert study.base_setting("passk-final") == "passk-nucleus"
+    assert study.run_of("passk-final", "base", None) == "passk-nucleus/base"
+    study.spec["evaluations"]["passk-final"]["temperature"] = 1.0
+    assert study.base_setting("passk-final") is None and study.run_of("passk-final", "base", None) is None
