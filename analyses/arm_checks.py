@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["validation_control", "validation_plateau", "matched_pass1", "per_problem_counts"]
+__all__ = ["validation_control", "validation_plateau", "matched_pass1", "per_problem_counts", "arm_summary"]
 
 
 def _stages(root: Path) -> dict:
@@ -97,5 +97,46 @@ def matched_pass1(root: Path, arm_a: str, arm_b: str, seed: int, ks, *, target: 
     base = _curve(root, results, "curves-base", ids) if with_base else []
     a = base + _curve(root, results, f"curves-{arm_a}-s{seed}", ids)
     b = base + _curve(root, results, f"curves-{arm_b}-s{seed}", ids)
-    return {"a_arm": arm_a, "b_arm": arm_b, "seed": seed, "with_base": with_base,
-            **matched_comparison(a, b, ks, target=target)}
+    found = matched_comparison(a, b, ks, target=target)
+    found["boot_seed"] = found.pop("seed")
+    gap = found["pass1_gap"]["difference"]
+    return {**found, "a_arm": arm_a, "b_arm": arm_b, "seed": seed, "with_base": with_base,
+            "matched": bool(abs(gap) <= MATCH_TOLERANCE), "tolerance": MATCH_TOLERANCE}
+
+
+PLATEAU_MARGIN = 1 / 64  # one validation problem of 64 (v3's split), fixed before v3's data
+PLATEAU_AFTER = 1  # a plateau is reached when at least one saved checkpoint follows it
+MATCH_TOLERANCE = 0.02  # picks whose pass@1 differ by more are not a match (the arms never met there)
+MATCHED = (("es-large", "grpo"), ("es", "grpo"), ("grpo", "es-grpo"))  # (a, b): b - a, the base as both's step 0
+
+
+def arm_summary(study) -> dict:
+    """Every trained arm's positive control and plateau per validated seed, and the matched-pass@1
+    comparisons of MATCHED per seed both arms have curves on (analyses.study_seeded.Study `study`);
+    what is not in the study is left out. The findings list them beside the claims."""
+    root, out = study.root, {"positive_control": {}, "plateau": {}, "matched": {},
+                             "plateau_rule": {"margin": PLATEAU_MARGIN, "after": PLATEAU_AFTER}}
+    if study.result("validate-base") is None:
+        return out
+    for arm in study.methods:
+        seeds = [s for s in study.seeds_of(arm, "validate") if study.result(f"validate-{arm}-s{s}")]
+        if seeds:
+            out["positive_control"][arm] = [validation_control(root, arm, s) for s in seeds]
+            out["plateau"][arm] = [validation_plateau(root, arm, s, margin=PLATEAU_MARGIN, after=PLATEAU_AFTER)
+                                   for s in seeds if study.result(f"train-{arm}-s{s}")]
+    if study.result("curves-base") is None:
+        return out
+    for a, b in MATCHED:
+        arms = [m for m in (a, b) if m != "base"]
+        seeds = [s for s in study.common_seeds("curves", *arms)
+                 if all(study.result(f"curves-{m}-s{s}") for m in arms)]
+        if seeds:
+            out["matched"][f"{b} - {a}"] = [_matched(root, a, b, s) for s in seeds]
+    return out
+
+
+def _matched(root: Path, a: str, b: str, seed: int) -> dict:
+    """matched_pass1 of b against a at every k the curve runs allow (k <= n / 2)."""
+    results = _results(root)
+    n = int(per_problem_counts(root / results["curves-base"]["points"][0]["run"])[1].min())
+    return matched_pass1(root, a, b, seed, [k for k in (2, 4, 8, 16, 32, 64) if 2 * k <= n])

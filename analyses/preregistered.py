@@ -36,6 +36,7 @@ def preregistered_findings(root: Path, claims_path: Path | None = None, *, comma
     """Everything findings.json holds (module docstring). `figures`: the study's seeded figures
     when the findings stage has them (their checks are listed); otherwise its findings.json's.
     `history`: analyses.rule_history.revised_rules of the study's own findings (a re-analysis)."""
+    from analyses.arm_checks import arm_summary
     from analyses.claims import read_claims, registration, revisions
     from analyses.study_seeded import Study
 
@@ -58,7 +59,7 @@ def preregistered_findings(root: Path, claims_path: Path | None = None, *, comma
     return {"kind": "preregistered-findings", "study": _shown(study.root), "claims_file": str(claims_path),
             "registration": {**record, "source": source}, "revisions": revised, "test": asdict(claims.test),
             "verdicts": ["supported", "contradicted", "inconclusive", "not tested"], "claims": rows,
-            "revised_rules": history, "curves": _curves(study), "checks": checks,
+            "revised_rules": history, "curves": _curves(study), "checks": checks, "arms": arm_summary(study),
             "seeds": study.seeds, "problems": len(study.problems), "limitations": list(claims.limitations),
             "note": claims.note, "recompute": command}
 

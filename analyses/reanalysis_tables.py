@@ -229,6 +229,42 @@ def _stability_table(result: dict) -> list[str]:
     return lines if found else ["No interval end came within the window of its threshold."]
 
 
+def _arms_section(arms: dict) -> list[str]:
+    """Each trained arm's positive control and plateau per seed, and the matched-pass@1 comparisons."""
+    if not arms.get("positive_control"):
+        return []
+    rule = arms["plateau_rule"]
+    lines = ["", "## The arms: did each learn, and where did it level off", "",
+             "Positive control: the picked checkpoint against the base on the validation split, one-sided at "
+             "alpha / m over the arm's m saved checkpoints. Plateau: the earliest checkpoint within "
+             f"{rule['margin']:.4g} of the best validation reward, reached when {rule['after']} or more saved "
+             "checkpoints follow it; its wall time pro rata of the training stage's.", "",
+             "| arm | seed | base | picked (step) | gain [one-sided bound] | p (level) | learned | plateau at "
+             "(completions, seconds) | reached |", "|" + "---|" * 9]
+    plateaus = {(arm, r["seed"]): r for arm, rows in arms.get("plateau", {}).items() for r in rows}
+    for arm, rows in arms["positive_control"].items():
+        for c in rows:
+            pl = plateaus.get((arm, c["seed"]))
+            at = (f"step {pl['step']} ({pl['completions']}, {pl['seconds_pro_rata']:.0f} s)"
+                  if pl and pl.get("seconds_pro_rata") is not None else "-")
+            lines.append(f"| {arm} | {c['seed']} | {c['base']:.3f} | {c['model']:.3f} ({c['picked_step']}) | "
+                         f"{c['gain']:+.3f} [{c['gain_low']:+.3f}] | {c['p_value']:.3g} ({c['level']:.3g}) | "
+                         f"{'yes' if c['passed'] else 'no'} | {at} | {'yes' if pl and pl['reached'] else 'no'} |")
+    if arms.get("matched"):
+        lines += ["", "Compared at matched pass@1 (the curve runs: each arm's checkpoint nearest the pass@1 both "
+                  "reach, the base as both arms' step 0), B - A per seed:", "",
+                  "| B - A | seed | target pass@1 | picks (pass@1) | matched | pass@k difference [95%] |",
+                  "|---|---|---|---|---|---|"]
+        for name, rows in arms["matched"].items():
+            for r in rows:
+                diffs = "; ".join(f"k {x['k']}: {x['difference']:+.3f} [{x['low']:+.3f}, {x['high']:+.3f}]"
+                                  for x in [r["pass1_gap"], *r["passk"]])
+                picks = ", ".join(f"{r[arm]['label']} ({r[arm]['pass1']:.3f})" for arm in ("a", "b"))
+                matched = "yes" if r["matched"] else f"no: pass@1 {r['pass1_gap']['difference']:+.3f} apart"
+                lines.append(f"| {name} | {r['seed']} | {r['target']:.3f} | {picks} | {matched} | {diffs} |")
+    return lines
+
+
 def reanalysis_markdown(result: dict) -> str:
     reg, test = result["registration"], result["test"]
     lines = [f"# Pre-registered claims: {result['study']}", ""]
@@ -261,6 +297,7 @@ def reanalysis_markdown(result: dict) -> str:
               "pass@k minus its placebo floor (every completion scored against other problems' answers) is the "
               "sensitivity analysis.", ""]
     lines += _secondary_table(result)
+    lines += _arms_section(result.get("arms") or {})
     lines += ["", "## Near a threshold: the random-stream check", "",
               f"An interval end (95%, or at the level Holm tests the claim) within {test['stability_window']} of the "
               f"threshold: {test['stability_streams']} random streams of {test['stability_boot']:,} replicates each, "

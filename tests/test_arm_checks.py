@@ -85,6 +85,25 @@ def test_on_the_committed_v2_study():
     matched = matched_pass1(V2, "grpo", "es", 0, [1, 8, 64])
     assert matched["a"]["curve"][0] == matched["b"]["curve"][0]  # the base's point starts both curves
     assert len(matched["a"]["curve"]) == 5 and [r["k"] for r in matched["passk"]] == [1, 8, 64]
+    assert matched["seed"] == 0 and matched["boot_seed"] == 0
+    assert matched["matched"] == (abs(matched["pass1_gap"]["difference"]) <= 0.02)
+
+
+@pytest.mark.skipif(not (V2 / "study.json").is_file(), reason="the committed v2 study")
+def test_the_arm_summary_lists_every_arm_and_flags_a_pair_that_never_met():
+    """v2: every trained arm's control and plateau per seed; GRPO against ES at matched pass@1 per
+    seed, GRPO's curve jumping past ES's best (0.125 at seed 0): its nearest point is the base's,
+    0.077 below, so the pair is flagged unmatched rather than read as a comparison."""
+    from analyses.arm_checks import arm_summary
+    from analyses.study_seeded import Study
+
+    out = arm_summary(Study(V2))
+    assert set(out["positive_control"]) == {"es", "grpo", "es-grpo"}
+    assert [c["seed"] for c in out["positive_control"]["es"]] == [0, 1, 2]
+    assert [r["seed"] for r in out["matched"]["grpo - es"]] == [0, 1, 2]
+    first = out["matched"]["grpo - es"][0]
+    assert first["b"]["label"] == "base step 0" and first["matched"] is False
+    assert first["pass1_gap"]["difference"] == pytest.approx(0.048 - 0.125, abs=0.001)
 
 
 def test_plateau_is_the_earliest_checkpoint_near_the_best():
