@@ -127,6 +127,14 @@ def report(state: dict) -> str:
     eligible = picked is not None
     lines += ["", f"Picked: **{picked['name']}** by {how}." if eligible else
               "Picked: **none**: no confirmed variant meets the rule; the second task is not settled."]
+    if state.get("completions"):
+        lines += ["", "Twenty of the pick's sampled completions with pairsum-3's grades, read by eye. Right pairs "
+                  "written as a list (\"2, 37\", \"12. 48\") are no chain, so no_answer: the prompt asks for "
+                  "the two numbers joined by a plus sign, and GRPO's reward is the same scorer.", "",
+                  "| problem | completion (first 140 characters) | outcome | extracted |", "|---|---|---|---|"]
+        for c in state["completions"]:
+            text = c["completion"][:140].replace("|", "\\|").replace("\n", "\\n")
+            lines.append(f"| {c['problem_id']} | {text} | {c['outcome']} | {c['extracted'] or ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -161,6 +169,11 @@ def main() -> None:
                 state["confirm"].append(confirm(r, args.out))
                 save()
                 print(f"confirmed {r['name']}: pass@1 {state['confirm'][-1]['pass']['1']:.3f}", flush=True)
+    picked, _ = pick(state["confirm"])
+    if picked is not None:  # twenty of its completions with their grades, to read by eye
+        _settings(24, 64, (1, 4, 16, 64))
+        folder = args.out / ("confirm-nucleus" if picked.get("nucleus") else "confirm")
+        state["completions"] = first.show_completions(picked["config"], folder)
     save()
 
 
