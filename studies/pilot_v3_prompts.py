@@ -129,7 +129,7 @@ def report(state: dict) -> str:
               "Picked: **none**: no confirmed variant meets the rule; the second task is not settled."]
     if state.get("completions"):
         lines += ["", "Twenty of the pick's sampled completions with pairsum-3's grades, read by eye. Right pairs "
-                  "written as a list (\"2, 37\", \"12. 48\") are no chain, so no_answer: the prompt asks for "
+                  "written as a list (in other samples of this run: \"2, 37\", \"12. 48\") are no chain, so no_answer: the prompt asks for "
                   "the two numbers joined by a plus sign, and GRPO's reward is the same scorer.", "",
                   "| problem | completion (first 140 characters) | outcome | extracted |", "|---|---|---|---|"]
         for c in state["completions"]:
