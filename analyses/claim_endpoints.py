@@ -218,15 +218,15 @@ def _gain_retained(study, claim: Claim) -> Measured | None:
         top, rand = found.get((by, scope, q)), found.get(("random", scope, q))
         if top is None or (margin is not None and rand is None):
             continue
-        if not np.isfinite(top["retained"]):
+        if top["retained"] is None or not np.isfinite(top["retained"]):  # masked.json writes NaN as null
             undefined.append({"seed": s, "gain": top["trained_accuracy"] - top["base_accuracy"]})
             continue
         side = top["retained"] > claim.threshold if claim.direction == "above" else top["retained"] < claim.threshold
         row = {"run": f"seed {s}", "a": top["retained"], "b": 0.0, "holds": bool(side),
                "interval": [top["retained_low"], top["retained_high"]]}
         if margin is not None:
-            row["reference"] = rand["retained"]
-            row["holds"] = bool(side and top["retained"] > rand["retained"] + margin)
+            row["reference"] = rand["retained"]  # None: the random mask's share undefined, the claim not held
+            row["holds"] = bool(side and rand["retained"] is not None and top["retained"] > rand["retained"] + margin)
         rows.append(row)
     return Measured("runs", runs=tuple(rows), detail={"unit": f"gain retained at the top {q:g} by {by} ({scope})",
                                                       "q": q, "mask_by": by, "scope": scope,
@@ -256,7 +256,7 @@ def evaluate(claim: Claim, m: Measured | None, test: ClaimTest, *, n_boot: int |
     from metrics.inference import bootstrap_p, detectable_effect, satterthwaite_interval, t_test_p
 
     if m is None or (m.kind == "runs" and not m.runs):
-        return {"kind": None, "verdict_unadjusted": "not tested", "p": None}
+        return {"kind": None, "verdict_unadjusted": "not tested", "p": None, **({"detail": m.detail} if m else {})}
     if m.kind == "runs":
         return {"kind": "runs", "estimate": m.estimate, "runs": list(m.runs), "detail": m.detail, "p": None,
                 "verdict_unadjusted": per_run_verdict([r["holds"] for r in m.runs])}

@@ -76,7 +76,7 @@ HISTORY = ("commit", "revised", "why")  # keys of a first_written table that are
 # the files whose code turns the study's files into verdicts: their sha256 is registered
 VERDICT_CODE = ("analyses/claims.py", "analyses/claim_endpoints.py", "analyses/preregistered.py", "metrics/inference.py",
                 "metrics/seeds.py", "metrics/passk.py", "metrics/placebo.py", "analyses/arm_checks.py",
-                "metrics/positive_control.py")
+                "metrics/positive_control.py", "analyses/study_seeded.py")
 ROOT = Path(__file__).resolve().parents[1]
 
 

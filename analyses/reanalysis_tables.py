@@ -19,6 +19,8 @@ def ci_text(ev: dict, digits: int = 3) -> str:
 
 def _setting(detail: dict) -> str:
     s = detail.get("sampling") or {}
+    if not s:  # not measured (a failed gate): the setting's name
+        return str(detail.get("setting"))
     if detail.get("setting") == "control":
         return f"the curve runs (n {s.get('n')}), ES-then-GRPO's pick against GRPO at its GRPO step"
     top = f", top-p {s.get('top_p')}" if s.get("top_p") not in (None, 1.0) else ""
@@ -28,7 +30,7 @@ def _setting(detail: dict) -> str:
 def endpoint_text(claim: dict, ev: dict | None = None) -> str:
     """The endpoint in words: what is measured, where."""
     ev = ev or claim["primary"]
-    d = ev.get("detail") or {}
+    d = ev.get("detail") or {"setting": claim["settings"].get("setting")}
     e = claim["endpoint"]
     if e == "pass@k":
         floor = " above the placebo floor" if d.get("unit") == "above-floor" else ""
@@ -36,6 +38,8 @@ def endpoint_text(claim: dict, ev: dict | None = None) -> str:
     if e == "entropy":
         return f"{claim['contrast']}, nats per generated token ({_setting(d)})"
     if e == "accuracy":
+        if "items" not in d:
+            return f"{claim['contrast']}, accuracy on {claim['settings'].get('benchmark')}"
         return (f"{claim['contrast']}, accuracy on {d.get('benchmark')} ({d.get('items')} items, base "
                 f"{d.get('base_accuracy', float('nan')):.3f})")
     if e == "changed-fraction":
@@ -69,12 +73,16 @@ def plain_words(claim: dict) -> str:
     if ev.get("kind") == "gated":
         return f"{head} {gate_text(claim['gate'])}"
     if ev.get("kind") is None:
+        lost = (ev.get("detail") or {}).get("no_gain")
+        if lost:
+            return (f"{head} No seed read has a gain to keep: " + ", ".join(
+                f"seed {x['seed']} gained {x['gain']:+.3f} on validation" for x in lost) + ".")
         return f"{head} The endpoint could not be measured from the study's files."
     if ev["kind"] == "runs":
         return f"{head} {endpoint_text(claim)}: {_runs_text(claim)}."
     sat = ev["satterthwaite"]
     measured = (f"{endpoint_text(claim)} is {ci_text(ev)} (95% two-level bootstrap; Satterthwaite "
-                f"[{sat['ci_low']:+.3f}, {sat['ci_high']:+.3f}], df {sat['df']:.1f})")
+                f"{_sat(sat)})")
     holm = f"Holm-adjusted p {ev['holm_p']:.3g}"
     if v == "supported":
         text = f"{measured}: on the claim's side of {t} ({holm})."
@@ -86,8 +94,8 @@ def plain_words(claim: dict) -> str:
         if ev["verdict_unadjusted"] != v:
             text += f" Without Holm's correction it would read {ev['verdict_unadjusted']}."
     if sat.get("verdict") and sat["verdict"] != v:
-        text += (f" The Satterthwaite t test (df {sat['df']:.1f}), Holm-adjusted (p {sat['holm_p']:.3g}), gives "
-                 f"{sat['verdict']}.")
+        text += (f" The Satterthwaite t test (df {_num(sat['df'], '.1f')}), Holm-adjusted (p "
+                 f"{_num(sat['holm_p'], '.3g')}), gives {sat['verdict']}.")
     for other in claim.get("also_at", {}).values():
         if other.get("p"):
             text += f" At {_setting(other['detail'])}: {ci_text(other)}, {other['verdict']} (unadjusted)."
@@ -134,8 +142,15 @@ def summary(result: dict) -> str:
     return text
 
 
-def _num(x) -> str:
-    return "n/a" if x is None else f"{x:.3f}"
+def _num(x, spec: str = ".3f") -> str:
+    return "n/a" if x is None else f"{x:{spec}}"
+
+
+def _sat(sat: dict, table: bool = False) -> str:
+    """The Satterthwaite interval and df; n/a where it is undefined (no spread between seeds or
+    problems: written as null)."""
+    interval = f"[{_num(sat['ci_low'], '+.3f')}, {_num(sat['ci_high'], '+.3f')}]"
+    return f"{interval} ({_num(sat['df'], '.1f')})" if table else f"{interval}, df {_num(sat['df'], '.1f')}"
 
 
 def limitations(result: dict) -> list[str]:
@@ -166,7 +181,7 @@ def _claims_table(result: dict) -> list[str]:
         ev = c["primary"]
         if ev.get("p"):
             s = ev["satterthwaite"]
-            cells = [ci_text(ev), f"[{s['ci_low']:+.3f}, {s['ci_high']:+.3f}] ({s['df']:.1f})",
+            cells = [ci_text(ev), _sat(s, table=True),
                      f"{ev['detectable']:.3f}; {_num(ev.get('detectable_satterthwaite'))}",
                      f"{ev['p']['two_sided']:.3g}", f"{ev['holm_p']:.3g}"]
         elif ev.get("kind") == "gated":

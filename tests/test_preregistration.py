@@ -490,10 +490,11 @@ def _masked(root: Path, retained: list[float], random: float) -> None:
     state = json.loads((root / "study.json").read_text())
     for seed, kept in enumerate(retained):
         rows = []
-        for by, share in (("abs", kept), ("random", random)):
+        for by, share in (("abs", None if kept != kept else kept), ("random", random)):
             rows.append({"label": f"{by}-global-q0.05", "by": by, "scope": "global", "q": 0.05, "retained": share,
-                         "retained_low": share - 0.1, "retained_high": share + 0.1, "base_accuracy": 0.2,
-                         "trained_accuracy": 0.2 if share != share else 0.5})
+                         "retained_low": None if share is None else share - 0.1,  # NaN is null in masked.json
+                         "retained_high": None if share is None else share + 0.1, "base_accuracy": 0.2,
+                         "trained_accuracy": 0.2 if share is None else 0.5})
         rel = f"masked/grpo/seed-{seed}/masked.json"
         (root / rel).parent.mkdir(parents=True)
         (root / rel).write_text(json.dumps({"kind": "masked", "rows": rows}))

@@ -54,9 +54,13 @@ def _difference_figure(result: dict, unit: str) -> Figure | None:
     if not specs:
         return None
     what = "raw pass@k (the primary endpoint)" if unit == "raw" else "pass@k minus its placebo floor (sensitivity)"
+    read = sorted({(c["settings"].get("setting"), c["settings"]["k"]) for c in result["claims"]
+                   if c["endpoint"] == "pass@k" and c.get("from") == "coverage"
+                   and c["settings"].get("setting") in result["curves"]})
+    where = "; ".join(f"{setting} at k = {k}" for setting, k in read) or "no k of these settings"
     return Figure(f"claims_difference_{unit}", f"The difference against k, {what}: each arm minus the base on the "
-                  "same problems, and ES minus GRPO (seeds resampled apart); bands: two-level 95% intervals. The "
-                  "coverage claims read k = 64.", F.panels(specs, height=4.2 * len(specs)))
+                  "same problems, and an ES arm minus GRPO (seeds resampled apart); bands: two-level 95% intervals. "
+                  f"The coverage claims read {where}.", F.panels(specs, height=4.2 * len(specs)))
 
 
 def _passk_figure(result: dict) -> Figure | None:
