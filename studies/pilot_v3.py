@@ -469,7 +469,8 @@ def report(state: dict) -> str:
     chosen, how = pick(rows) if rows else (None, "")
     out = ["# Base-only pilot for the v3 study (issue 44)", "",
            f"Model {MODEL} (fp32, CPU, 2 cores), `python studies/pilot_v3.py`; the rules are in the script's "
-           "docstring, written before any figure below was read.", "", "## The second task: pairsum", ""]
+           "docstring, written before any figure below was read.", "",
+           "This is the first round. The second round (`studies/pilot_v3_prompts.py`, [prompts.md](prompts.md)) settled the second task (pairsum, 4 numbers up to 80, prompt 2), and the plan the v3 study runs is costed in [plan-v3.md](plan-v3.md) (`studies/plan_v3.py`); the plan at the end of this page is the first round's.", "", "## The second task: pairsum", ""]
     out += config_table(rows)
     out += ["", f"Rule: base pass@1 in [{PASS1[0]}, {PASS1[1]}], placebo@64 < {FLOOR}, at least {HELD_OUT} held-out "
             f"and {VALIDATION} validation unique questions; then the most distinct right pairs per solved problem. "
