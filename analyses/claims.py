@@ -224,6 +224,11 @@ def _claim(cid: str, body: dict, path: str | None) -> Claim:
                                         or isinstance(body["q"], bool) or not isinstance(body["q"], int | float)
                                         or not 0 < body["q"] < 1):
         raise UsageError(f"{p}: a gain-retained claim reads 'ARM - base', mask_by abs or rel, and 0 < q < 1")
+    margin = body.get("reference_margin") if endpoint == "gain-retained" else None
+    if margin is not None and (isinstance(margin, bool) or not isinstance(margin, int | float)
+                               or body["direction"] != "above"):
+        raise UsageError(f"{p}reference_margin {margin!r}: a number, with direction above (the share must exceed "
+                         "the reference's by it)")
     if endpoint == "pass@k" and (isinstance(body["k"], bool) or not isinstance(body["k"], int) or body["k"] < 1):
         raise UsageError(f"{p}k {body['k']!r}: expected a positive integer (at most n / 2 of the runs read)")
     for key in ("also_at", "sensitivity"):

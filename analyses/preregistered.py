@@ -79,7 +79,7 @@ def _claims(study, claims, record: dict, revised: dict) -> list[dict]:
 
     test, rows = claims.test, []
     current = {c.id: c for c in claims.claims}
-    gates = _Gates(study)
+    gates = _Gates(study, claims.test.alpha)
     for cid, status in revised["claims"].items():
         claim = current.get(cid) or claim_from_settings(cid, record["settings"]["claims"][cid])
         gate = gates.check(claim)
@@ -113,8 +113,8 @@ class _Gates:
     """The positive controls a claim's gate reads (analyses.arm_checks.validation_control), each
     arm's once: every seed the arm was validated on."""
 
-    def __init__(self, study):
-        self.study, self.controls = study, {}
+    def __init__(self, study, alpha: float):
+        self.study, self.alpha, self.controls = study, alpha, {}
 
     def check(self, claim) -> dict | None:
         from analyses.arm_checks import validation_control
@@ -124,9 +124,11 @@ class _Gates:
         if not arms:
             return None
         for arm in arms:
-            if arm not in self.controls:
-                self.controls[arm] = [validation_control(self.study.root, arm, seed)
-                                      for seed in self.study.seeds_of(arm, "validate")]
+            if arm not in self.controls:  # a seed not yet validated is not counted (none: the gate fails)
+                done = self.study.result("validate-base") is not None
+                self.controls[arm] = [validation_control(self.study.root, arm, seed, alpha=self.alpha)
+                                      for seed in self.study.seeds_of(arm, "validate")
+                                      if done and self.study.result(f"validate-{arm}-s{seed}") is not None]
         share = claim.get("gate_share", 0.5)
         shown = {arm: [{k: c[k] for k in ("seed", "passed", "p_value", "level", "base", "model", "gain", "gain_low",
                                           "picked_step")} for c in self.controls[arm]] for arm in arms}
@@ -158,7 +160,7 @@ def _decide(study, rows: list[dict], test) -> None:
                 m = measure(study, r["_claim"], floor=key == "sensitivity", setting=setting if key == "also_at"
                             else None)
                 _stabilise(r["_claim"], m, ev, test, None)
-        if "registered" in r:
+        if "registered" in r and r["registered"]["primary"].get("p") is not None:
             old = r["registered"]
             _stabilise(old["_claim"], measure(study, old["_claim"]), old["primary"], test, None)
     adjusted = _holm([r["primary"] for r in family], test)
@@ -172,8 +174,10 @@ def _decide(study, rows: list[dict], test) -> None:
     for r in rows:
         if r not in family:
             _verdict(r, r["primary"], None, test)
-            if "registered" in r:
-                _verdict(r["registered"], r["registered"]["primary"], None, test)
+            if "registered" in r:  # under its registered rule it was in the family: Holm-adjusted with it
+                old = r["registered"]["primary"]
+                joined = _holm([x["primary"] for x in family] + [old], test)[-1] if old.get("p") else None
+                _verdict(r["registered"], old, joined, test)
         for key in ("also_at", "sensitivity"):
             for ev in r[key].values():
                 ev["verdict"] = ev["verdict_unadjusted"]
@@ -327,7 +331,11 @@ def _flag(rows: list[dict], revised: dict, history: list[dict], record: dict) ->
             flags.append(f"the Satterthwaite t test (df {sat['df']:.1f}, Holm p {sat['holm_p']:.3g}) gives "
                          f"{sat['verdict']}: the verdict rests on the bootstrap, whose seed level has few distinct "
                          "resamples")
-        if ev.get("kind") == "runs":
+        if ev.get("kind") == "runs" and r["endpoint"] == "gain-retained":
+            flags.append("judged seed by seed on each point estimate (its bootstrap interval over the validation "
+                         "problems listed, not used), not in Holm's family; the gain is read on the split that "
+                         "picked the checkpoint")
+        elif ev.get("kind") == "runs":
             flags.append("exact per-run values: no sampling interval, not in Holm's family")
             ratios = [x.get("norm_ratio") for x in ev.get("runs", []) if x.get("norm_ratio") is not None]
             if ratios and not all(0.5 <= x <= 2 for x in ratios):

@@ -32,11 +32,12 @@ def endpoint_text(claim: dict, ev: dict | None = None) -> str:
     ev = ev or claim["primary"]
     d = ev.get("detail") or {"setting": claim["settings"].get("setting")}
     e = claim["endpoint"]
+    read = f", {ev['problems']} problems" if ev.get("problems") else ""
     if e == "pass@k":
         floor = " above the placebo floor" if d.get("unit") == "above-floor" else ""
-        return f"{claim['contrast']}, pass@{d.get('k', claim['settings'].get('k'))}{floor} ({_setting(d)})"
+        return f"{claim['contrast']}, pass@{d.get('k', claim['settings'].get('k'))}{floor} ({_setting(d)}{read})"
     if e == "entropy":
-        return f"{claim['contrast']}, nats per generated token ({_setting(d)})"
+        return f"{claim['contrast']}, nats per generated token ({_setting(d)}{read})"
     if e == "accuracy":
         if "items" not in d:
             return f"{claim['contrast']}, accuracy on {claim['settings'].get('benchmark')}"
@@ -163,7 +164,11 @@ def limitations(result: dict) -> list[str]:
                    "A claims file named by the study file is recorded in study.json before the first training "
                    "stage; v3 is the first study to run that way.")
     seeds = result["seeds"]
-    out.append(f"{len(seeds)} training seeds per arm and {result['problems']} held-out problems: the bootstrap's seed "
+    per_arm = {arm: len(rows) for arm, rows in ((result.get("arms") or {}).get("positive_control") or {}).items()}
+    counted = (f"{len(seeds)} training seeds per arm" if len(set(per_arm.values())) <= 1 else
+               "training seeds per arm " + ", ".join(f"{a} {n}" for a, n in per_arm.items()))
+    out.append(f"{counted} and {result['problems']} held-out problems (an evaluation with a limit reads its first "
+               "N; each claim's endpoint says how many it read): the bootstrap's seed "
                "level has few distinct resamples, so its intervals are narrower than the Satterthwaite intervals "
                "beside them wherever the seeds disagree; both are listed, and the flags say where they disagree.")
     out += [f"{c['check']}: NOT MET ({c['detail']})" for c in result.get("checks", []) if not c["ok"]]

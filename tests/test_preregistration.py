@@ -560,3 +560,42 @@ def test_a_gate_reads_the_seeds_its_arm_was_validated_on(tmp_path):
     out = preregistered_findings(tmp_path / "study", tmp_path / "claims.toml")
     gate = {r["id"]: r for r in out["claims"]}["es-vs-grpo"]["gate"]
     assert [c["seed"] for c in gate["controls"]["es"]] == [0, 1] and gate["passed"]
+
+
+def test_a_registered_rule_outside_the_family_now_is_still_holm_adjusted_with_it(tmp_path):
+    """A gate added after the data that fails takes the claim out of Holm's family, but its
+    verdict under the registered rule (no gate) is adjusted as that rule's family would be."""
+    from analyses.claims import registration
+    from analyses.preregistered import preregistered_findings
+
+    path = tmp_path / "claims.toml"
+    path.write_text(CLAIMS)
+    record = registration(read_claims(path), str(path))
+    _study(tmp_path / "study", record)
+    _validations(tmp_path / "study", [0.2, 0.2, 0.2])  # ES never beats the base
+    path.write_text(CLAIMS.replace('contrast = "es - grpo"', 'contrast = "es - grpo"\ngate = ["es"]'))
+    out = preregistered_findings(tmp_path / "study", path)
+    rows = {r["id"]: r for r in out["claims"]}
+    es = rows["es-vs-grpo"]
+    assert es["status"] == "revised after data" and es["verdict"] == "not tested"
+    family = [rows[c]["primary"]["p"]["two_sided"] for c in ("grpo-better", "entropy")]
+    registered = es["registered"]["primary"]
+    assert registered["holm_p"] == pytest.approx(holm([*family, registered["p"]["two_sided"]])[-1])
+
+
+def test_a_gate_on_an_arm_not_yet_validated_reads_not_tested(tmp_path):
+    from analyses.preregistered import preregistered_findings
+
+    _study(tmp_path / "study")
+    (tmp_path / "claims.toml").write_text(CLAIMS.replace('contrast = "es - grpo"', 'contrast = "es - grpo"\ngate = ["es"]'))
+    out = preregistered_findings(tmp_path / "study", tmp_path / "claims.toml")
+    es = {r["id"]: r for r in out["claims"]}["es-vs-grpo"]
+    assert es["verdict"] == "not tested" and es["gate"]["controls"]["es"] == [] and not es["gate"]["passed"]
+
+
+@pytest.mark.parametrize("change", ['reference_margin = "0.1"', 'direction = "below"'])
+def test_a_gain_retained_reference_is_a_number_above_the_random_mask(tmp_path, change):
+    old = 'reference_margin = 0.1' if change.startswith("reference") else 'direction = "above"'
+    (tmp_path / "c.toml").write_text(GAIN.replace(old, change))
+    with pytest.raises(UsageError, match="reference_margin"):
+        read_claims(tmp_path / "c.toml")
