@@ -294,8 +294,10 @@ def reanalysis_markdown(result: dict) -> str:
                   f"(`{result['claims_file']}`) was written {reg.get('written') or 'after the study ran'}; its "
                   "registration is retrospective, so these verdicts re-read figures that had been seen. The "
                   "mechanism's real test is a study that records its claims before training (v3).", ""]
-    lines += [f"Recompute: `{result['recompute']}` (add `--check` to compare with this folder's findings.json).", "",
-              "## What was found", "", summary(result), ""]
+    command = result["recompute"]
+    how = ("add `--check` to compare with this folder's findings.json" if "analyses.reanalyse" in command
+           else "it prints the recomputed value beside findings.json's and exits 1 where they differ")
+    lines += [f"Recompute: `{command}` ({how}).", "", "## What was found", "", summary(result), ""]
     lines += [f"- {plain_words(c)}" for c in result["claims"]]
     lines += ["", "## Limitations", ""] + [f"- {x}" for x in limitations(result)]
     lines += ["", "## Claims, one statement each", "",

@@ -353,7 +353,9 @@ def test_findings_of_a_study_with_a_registration_open_with_its_claims_and_recomp
     write_seeded_findings(tmp_path / "study", tmp_path / "study" / "findings")
     stored = json.loads((tmp_path / "study" / "findings" / "findings.json").read_text())
     assert [c["id"] for c in stored["preregistered"]["claims"]] == ["grpo-better", "es-vs-grpo", "entropy"]
-    assert (tmp_path / "study" / "findings" / "findings.md").read_text().startswith("# Pre-registered claims")
+    text = (tmp_path / "study" / "findings" / "findings.md").read_text()
+    assert text.startswith("# Pre-registered claims")
+    assert "analyses.recompute" in text and "--check" not in text  # recompute compares by itself
     assert main([str(tmp_path / "study"), "preregistered/claims/0/verdict"]) == 0
     assert "agree" in capsys.readouterr().err
     from analyses.report.study_sections import study_sections
