@@ -200,3 +200,19 @@ def test_an_empty_table_reads_as_no_rows_in_both_documents():
     assert "*Per-problem narrowing* (`tables/narrowing.csv`): no rows" in render_markdown("t", sections)
     assert "|  |" not in render_markdown("t", sections)
     assert '<p id="tab-narrowing">Per-problem narrowing: no rows' in render_html("t", sections)
+
+
+def test_a_study_report_opens_with_the_study_s_findings_and_the_pairwise_wall_follows(inputs, tmp_path):
+    """Issue 44: a study's report shows what was found first; the per-run pairwise differences
+    (many lines for arms x seeds) come after its own sections, under their own heading."""
+    from analyses.report.document import Section
+
+    extra = [Section("claimsfound", "What was found", ("Of its 2 claims, the study supports 1.",)),
+             Section("claimslimits", "Limitations", (("three seeds",),))]
+    result = build_report([inputs["broad"], inputs["sharp"]], tmp_path / "r", extra=extra)
+    assert result.sections[:3] == ("claimsfound", "claimslimits", "summary")
+    assert _html_sections(tmp_path / "r")[:3] == ["claimsfound", "claimslimits", "summary"]
+    markdown = (tmp_path / "r" / "report.md").read_text()
+    assert markdown.index("## What was found") < markdown.index("## Every pairwise difference between runs")
+    plain = build_report([inputs["broad"], inputs["sharp"]], tmp_path / "plain")
+    assert plain.sections[0] == "summary" and "## Summary" in (tmp_path / "plain" / "report.md").read_text()

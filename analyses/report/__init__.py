@@ -94,7 +94,8 @@ def _problems(found: Found) -> Section | None:
 def build_sections(found: Found, extra: Sequence[Section] = ()) -> list[Section]:
     """All sections for what `found` holds, in SECTION_ORDER; a section whose inputs turn out
     malformed is left out and the reason added to found.problems. `extra`: sections made
-    elsewhere (a seeded study's, analyses.report.study_sections), placed after the summary."""
+    elsewhere (a seeded study's, analyses.report.study_sections), placed first, so that the study's
+    own findings open the report; the summary of pairwise differences then follows them."""
     runs, labels = found.runs, run_labels(found.runs)
     comparisons = _guard(found, "passk comparisons", lambda: compare_runs(runs, labels)) or []
     builders = {
@@ -114,10 +115,13 @@ def build_sections(found: Found, extra: Sequence[Section] = ()) -> list[Section]
     body = [s for key, make in builders.items() if (s := _guard(found, f"{key} section", make))]
     findings = passk_findings(comparisons) + (_guard(
         found, "forgetting summary", lambda: forgetting_findings(found.of("forgetting"))) or [])
-    head = [_summary(findings, found)]
+    summary = _summary(findings, found)
+    if extra:  # a study's own story (what was found, its limitations) first; every pairwise difference after it
+        summary = Section("summary", "Every pairwise difference between runs", summary.blocks)
     tail = [_inputs(found, labels)]
     problems = _problems(found)  # last: builders may have added problems
-    return [*head, *([problems] if problems else []), *extra, *body, *tail]
+    return [*([problems] if problems else []), *extra, summary, *body, *tail] if extra else \
+        [summary, *([problems] if problems else []), *body, *tail]
 
 
 def _guard(found: Found, what: str, make):
