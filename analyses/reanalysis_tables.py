@@ -9,7 +9,7 @@ Every number is a field of findings.json; the sentences are chosen by each claim
 
 from __future__ import annotations
 
-__all__ = ["reanalysis_markdown", "plain_words", "summary", "endpoint_text", "limitations", "ci_text", "gate_text"]
+__all__ = ["reanalysis_markdown", "plain_words", "summary", "at_a_glance", "endpoint_text", "limitations", "ci_text", "gate_text"]
 
 
 def ci_text(ev: dict, digits: int = 3) -> str:
@@ -105,6 +105,21 @@ def plain_words(claim: dict) -> str:
     return f"{head} {text}"
 
 
+def at_a_glance(claim: dict) -> str:
+    """One line: the verdict, the statement, and the figure that decided it (or why none did)."""
+    ev, head = claim["primary"], f"**{claim['verdict']}**: {claim['statement']}"
+    if ev.get("kind") == "gated":
+        why = "; ".join(f"{arm} beat the base on validation in {sum(c['passed'] for c in controls)} of "
+                        f"{len(controls)} seeds" for arm, controls in claim["gate"]["controls"].items())
+        return f"{head} (its gate: {why})"
+    if ev.get("kind") is None:
+        lost = (ev.get("detail") or {}).get("no_gain")
+        return f"{head} ({'no seed read had a validation gain to keep' if lost else 'not measurable'})"
+    if ev["kind"] == "runs":
+        return f"{head} (judged seed by seed: {_runs_text(claim)})"
+    return f"{head} ({endpoint_text(claim)}: {ci_text(ev)})"
+
+
 def gate_text(gate: dict) -> str:
     """Why a gated claim was not judged: each arm's positive control per seed."""
     parts = []
@@ -120,14 +135,15 @@ def gate_text(gate: dict) -> str:
 
 
 def summary(result: dict) -> str:
-    """The verdicts in one paragraph: how many of each, which, where the Satterthwaite interval
-    reads otherwise, and which of the study's own rules were changed after its data."""
+    """The verdicts in one paragraph: how many of each (at_a_glance lists which), where the
+    Satterthwaite interval reads otherwise, and which of the study's own rules were changed after
+    its data."""
     claims = result["claims"]
-    groups = {v: [c["statement"] for c in claims if c["verdict"] == v] for v in result["verdicts"]}
+    groups = {v: [c["id"] for c in claims if c["verdict"] == v] for v in result["verdicts"]}
     words = {"supported": "supports", "contradicted": "contradicts", "inconclusive": "cannot tell",
              "not tested": "could not test"}
-    parts = [f"{words[v]} {len(names)} ({'; '.join(names)})" for v, names in groups.items() if names]
-    text = f"Of its {len(claims)} claims, the study " + ", ".join(parts) + "."
+    parts = [f"{words[v]} {len(ids)}" for v, ids in groups.items() if ids]
+    text = f"Of its {len(claims)} claims, the study " + ", ".join(parts) + " (one line each below)."
     other = [c["id"] for c in claims if (c["primary"].get("satterthwaite") or {}).get("verdict") not in
              (None, c["verdict"])]
     if other:
@@ -298,6 +314,7 @@ def reanalysis_markdown(result: dict) -> str:
     how = ("add `--check` to compare with this folder's findings.json" if "analyses.reanalyse" in command
            else "it prints the recomputed value beside findings.json's and exits 1 where they differ")
     lines += [f"Recompute: `{command}` ({how}).", "", "## What was found", "", summary(result), ""]
+    lines += [f"- {at_a_glance(c)}" for c in result["claims"]] + ["", "In detail:", ""]
     lines += [f"- {plain_words(c)}" for c in result["claims"]]
     lines += ["", "## Limitations", ""] + [f"- {x}" for x in limitations(result)]
     lines += ["", "## Claims, one statement each", "",

@@ -474,6 +474,10 @@ def test_an_es_claim_is_judged_only_when_es_first_beats_the_base_on_validation(t
     else:
         assert es["verdict"] == "not tested" and es["primary"]["kind"] == "gated" and es["primary"]["holm_p"] is None
         assert es["also_at"] == {} and "did not beat the base" in text and "not in Holm's family" in text
+        glance = text[text.index("## What was found"):text.index("In detail:")]  # one line per claim first
+        assert f"- **not tested**: {es['statement']} (its gate: es beat the base on validation in 1 of 3 seeds)" \
+            in glance
+        assert glance.count("\n- **") == len(out["claims"])
         family = [rows[c]["primary"]["p"]["two_sided"] for c in ("grpo-better", "entropy")]
     tested = [r for r in out["claims"] if r["primary"].get("p")]
     assert [r["primary"]["holm_p"] for r in tested] == pytest.approx(list(holm(family)))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 import analyses.report.figures as F
-from analyses.reanalysis_tables import endpoint_text, limitations, plain_words, summary
+from analyses.reanalysis_tables import at_a_glance, endpoint_text, limitations, plain_words, summary
 from analyses.report.document import Figure, Section, Table, write_document
 
 __all__ = ["claims_sections", "write_claims_report", "ARM_STYLE"]
@@ -139,7 +139,9 @@ def claims_sections(result: dict) -> list[Section]:
     first = (("These claims were registered after the data: the verdicts re-read figures that had been seen "
               "(see the limitations).",) if result["registration"].get("retrospective") else ())
     fig = _difference_figure(result, "raw")
-    out = [Section("claims-found", "What was found", (*first, summary(result), *((fig,) if fig else ()), found)),
+    glance = tuple(_plain(at_a_glance(c)) for c in result["claims"])
+    out = [Section("claims-found", "What was found", (*first, summary(result), glance, *((fig,) if fig else ()),
+                                                      "In detail:", found)),
            Section("claims-limitations", "Limitations", (tuple(limitations(result)),)),
            Section("claims-table", "Claims, one statement each", (
                "Each claim: its primary endpoint, the side of the threshold it puts it on, the two-level bootstrap "
