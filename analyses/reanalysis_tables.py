@@ -109,8 +109,7 @@ def at_a_glance(claim: dict) -> str:
     """One line: the verdict, the statement, and the figure that decided it (or why none did)."""
     ev, head = claim["primary"], f"**{claim['verdict']}**: {claim['statement']}"
     if ev.get("kind") == "gated":
-        why = "; ".join(f"{arm} beat the base on validation in {sum(c['passed'] for c in controls)} of "
-                        f"{len(controls)} seeds" for arm, controls in claim["gate"]["controls"].items())
+        why = "; ".join(_tally(arm, controls) for arm, controls in claim["gate"]["controls"].items())
         return f"{head} (its gate: {why})"
     if ev.get("kind") is None:
         lost = (ev.get("detail") or {}).get("no_gain")
@@ -120,14 +119,17 @@ def at_a_glance(claim: dict) -> str:
     return f"{head} ({endpoint_text(claim)}: {ci_text(ev)})"
 
 
+def _tally(arm: str, controls: list[dict]) -> str:
+    return f"{arm} beat the base on validation in {sum(c['passed'] for c in controls)} of {len(controls)} seeds"
+
+
 def gate_text(gate: dict) -> str:
     """Why a gated claim was not judged: each arm's positive control per seed."""
     parts = []
     for arm, controls in gate["controls"].items():
-        passed = sum(c["passed"] for c in controls)
         seeds = ", ".join(f"seed {c['seed']} {c['model'] - c['base']:+.3f} (p {c['p_value']:.3g} against "
                           f"{c['level']:.3g})" for c in controls)
-        parts.append(f"{arm} beat the base on validation in {passed} of {len(controls)} seeds ({seeds})")
+        parts.append(f"{_tally(arm, controls)} ({seeds})")
     return (f"Its gate needs {', '.join(gate['arms'])} to beat the base on the validation split in at least "
             f"{gate['share']:.0%} of the seeds first: " + "; ".join(parts) + ". " +
             ("It passed." if gate["passed"] else "It did not, so the comparison was not judged and is not in "

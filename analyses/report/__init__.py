@@ -116,12 +116,12 @@ def build_sections(found: Found, extra: Sequence[Section] = ()) -> list[Section]
     findings = passk_findings(comparisons) + (_guard(
         found, "forgetting summary", lambda: forgetting_findings(found.of("forgetting"))) or [])
     summary = _summary(findings, found)
-    if extra:  # a study's own story (what was found, its limitations) first; every pairwise difference after it
-        summary = Section("summary", "Every pairwise difference between runs", summary.blocks)
-    tail = [_inputs(found, labels)]
-    problems = _problems(found)  # last: builders may have added problems
-    return [*([problems] if problems else []), *extra, summary, *body, *tail] if extra else \
-        [summary, *([problems] if problems else []), *body, *tail]
+    problems = [p] if (p := _problems(found)) else []  # last: builders may have added problems
+    tail = [*body, _inputs(found, labels)]
+    if not extra:
+        return [summary, *problems, *tail]
+    # a study's own story (what was found, its limitations) first; every pairwise difference after it
+    return [*problems, *extra, Section("summary", "Every pairwise difference between runs", summary.blocks), *tail]
 
 
 def _guard(found: Found, what: str, make):
